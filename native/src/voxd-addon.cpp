@@ -1,0 +1,79 @@
+// Entry point of the voxd native addon: registers every class and function the TS layer sees
+// (typed in src/native/addon.ts, the single description of this surface).
+#include "voxd-async.h"
+#include "voxd-vad.h"
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+#include "whisper.h"
+
+#include <atomic>
+#include <cstdio>
+
+#ifndef VOXD_VERSION
+#define VOXD_VERSION "dev"
+#endif
+
+// Engine log lines below this level are dropped; the rest go to stderr with an [engine] prefix.
+static std::atomic<int> g_min_log_level{GGML_LOG_LEVEL_WARN};
+
+static void voxd_log_callback(ggml_log_level level, const char * text, void * /*user_data*/) {
+    if (level == GGML_LOG_LEVEL_CONT || level < g_min_log_level.load()) {
+        return;
+    }
+    std::fprintf(stderr, "[engine] %s", text);
+}
+
+static Napi::Value set_log_level(const Napi::CallbackInfo & info) {
+    if (!info[0].IsNumber()) {
+        throw voxd_make_js_error(info.Env(), "invalid_argument", "setLogLevel(level): level must be a number");
+    }
+    g_min_log_level.store(info[0].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+}
+
+static Napi::Value system_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("version", VOXD_VERSION);
+    out.Set("ggmlVersion", ggml_version());
+    out.Set("ggmlCommit", ggml_commit());
+    out.Set("llama", llama_print_system_info());
+    out.Set("whisper", whisper_print_system_info());
+    Napi::Array devices = Napi::Array::New(env);
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        Napi::Object d = Napi::Object::New(env);
+        d.Set("name", ggml_backend_dev_name(dev));
+        d.Set("description", ggml_backend_dev_description(dev));
+        devices.Set(i, d);
+    }
+    out.Set("devices", devices);
+    return out;
+}
+
+static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
+    whisper_log_set(voxd_log_callback, nullptr);
+    llama_log_set(voxd_log_callback, nullptr);
+    ggml_log_set(voxd_log_callback, nullptr);
+
+    auto * data = new voxd_addon_data(); // owned by the environment, freed by its finalizer
+    env.SetInstanceData<voxd_addon_data>(data);
+
+    Napi::Function abort_flag = voxd_abort_flag::define(env);
+    Napi::Function vad_model  = voxd_vad_model::define(env);
+    Napi::Function vad_stream = voxd_vad_stream::define(env);
+    data->abort_flag_ctor = Napi::Persistent(abort_flag);
+    data->vad_model_ctor  = Napi::Persistent(vad_model);
+    data->vad_stream_ctor = Napi::Persistent(vad_stream);
+
+    exports.Set("AbortFlag", abort_flag);
+    exports.Set("VadModel", vad_model);
+    exports.Set("VadStream", vad_stream);
+    exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
+    exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));
+    return exports;
+}
+
+NODE_API_MODULE(voxd, voxd_init)

@@ -1,0 +1,50 @@
+#include "voxd-async.h"
+
+#include <vector>
+
+Napi::Function voxd_abort_flag::define(Napi::Env env) {
+    return DefineClass(env, "AbortFlag", {
+        InstanceMethod<&voxd_abort_flag::abort>("abort"),
+        InstanceAccessor<&voxd_abort_flag::aborted>("aborted"),
+    });
+}
+
+voxd_abort_flag::voxd_abort_flag(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_abort_flag>(info) {}
+
+Napi::Value voxd_abort_flag::abort(const Napi::CallbackInfo & info) {
+    m_flag->store(true);
+    return info.Env().Undefined();
+}
+
+Napi::Value voxd_abort_flag::aborted(const Napi::CallbackInfo & info) {
+    return Napi::Boolean::New(info.Env(), m_flag->load());
+}
+
+voxd_abort_ptr voxd_abort_flag::from_value(const Napi::Value & value) {
+    Napi::Env env = value.Env();
+    if (value.IsObject()) {
+        // only a real AbortFlag may be unwrapped: other wrapped objects hold other C++ types
+        const Napi::FunctionReference & ctor = env.GetInstanceData<voxd_addon_data>()->abort_flag_ctor;
+        if (value.As<Napi::Object>().InstanceOf(ctor.Value())) {
+            return Unwrap(value.As<Napi::Object>())->flag();
+        }
+    }
+    if (!value.IsUndefined() && !value.IsNull()) {
+        throw voxd_make_js_error(env, "invalid_argument", "abort must be an AbortFlag");
+    }
+    return std::make_shared<std::atomic<bool>>(false);
+}
+
+Napi::Error voxd_make_js_error(Napi::Env env, const std::string & code, const std::string & message) {
+    Napi::Error error = Napi::Error::New(env, message);
+    error.Set("code", Napi::String::New(env, code));
+    return error;
+}
+
+std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * what) {
+    if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+        throw voxd_make_js_error(value.Env(), "invalid_argument", std::string(what) + " must be a Float32Array");
+    }
+    Napi::Float32Array array = value.As<Napi::Float32Array>();
+    return std::vector<float>(array.Data(), array.Data() + array.ElementLength());
+}

@@ -1,0 +1,114 @@
+// Worker-thread plumbing shared by every native engine: promise-returning async work, coded errors,
+// and the abort flag that JS holds to cancel work in flight.
+#pragma once
+
+#include <napi.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// An error that crosses into JS as a rejection with `message` and `code` (e.g. "model_load_failed").
+struct voxd_error : std::runtime_error {
+    std::string code;
+    voxd_error(std::string code, const std::string & message) : std::runtime_error(message), code(std::move(code)) {}
+};
+
+// Per-environment state of the addon (constructors that native code needs to recognise its own objects).
+struct voxd_addon_data {
+    Napi::FunctionReference abort_flag_ctor;
+    Napi::FunctionReference vad_model_ctor;
+    Napi::FunctionReference vad_stream_ctor;
+};
+
+// Shared between the JS AbortFlag object and every worker that observes it; outlives whichever ends first.
+using voxd_abort_ptr = std::shared_ptr<std::atomic<bool>>;
+
+// JS: `new AbortFlag()`, `.abort()`, `.aborted`.
+class voxd_abort_flag : public Napi::ObjectWrap<voxd_abort_flag> {
+public:
+    static Napi::Function define(Napi::Env env);
+    explicit voxd_abort_flag(const Napi::CallbackInfo & info);
+
+    voxd_abort_ptr flag() const { return m_flag; }
+
+    // Returns the flag of an optional AbortFlag argument, or a fresh never-set flag when absent.
+    static voxd_abort_ptr from_value(const Napi::Value & value);
+
+private:
+    Napi::Value abort(const Napi::CallbackInfo & info);
+    Napi::Value aborted(const Napi::CallbackInfo & info);
+
+    voxd_abort_ptr m_flag = std::make_shared<std::atomic<bool>>(false);
+};
+
+// Throws voxd_error("aborted") when the flag is set; engines call it between units of work.
+inline void voxd_check_abort(const voxd_abort_ptr & flag) {
+    if (flag && flag->load(std::memory_order_relaxed)) {
+        throw voxd_error("aborted", "the operation was aborted");
+    }
+}
+
+Napi::Error voxd_make_js_error(Napi::Env env, const std::string & code, const std::string & message);
+
+// Runs `work` on a libuv worker thread and settles a Promise: resolves with `to_js(result)` on the main
+// thread, rejects with a coded Error when `work` throws. `work` must not touch any napi value.
+template <typename T>
+class voxd_async_worker : public Napi::AsyncWorker {
+public:
+    using work_fn  = std::function<T()>;
+    using to_js_fn = std::function<Napi::Value(Napi::Env, T &)>;
+
+    static Napi::Promise run(Napi::Env env, const char * name, work_fn work, to_js_fn to_js) {
+        auto * worker = new voxd_async_worker(env, name, std::move(work), std::move(to_js)); // owned by libuv until done
+        Napi::Promise promise = worker->m_deferred.Promise();
+        worker->Queue();
+        return promise;
+    }
+
+protected:
+    void Execute() override {
+        try {
+            m_result = m_work();
+        } catch (const voxd_error & e) {
+            m_code = e.code;
+            SetError(e.what());
+        } catch (const std::bad_alloc &) {
+            m_code = "out_of_memory";
+            SetError("out of memory");
+        } catch (const std::exception & e) {
+            m_code = "native_error";
+            SetError(e.what());
+        }
+    }
+
+    void OnOK() override {
+        Napi::Env env = Env();
+        try {
+            m_deferred.Resolve(m_to_js(env, m_result));
+        } catch (const Napi::Error & e) {
+            m_deferred.Reject(e.Value());
+        }
+    }
+
+    void OnError(const Napi::Error & e) override {
+        m_deferred.Reject(voxd_make_js_error(Env(), m_code, e.Message()).Value());
+    }
+
+private:
+    voxd_async_worker(Napi::Env env, const char * name, work_fn work, to_js_fn to_js)
+        : Napi::AsyncWorker(env, name), m_deferred(Napi::Promise::Deferred::New(env)),
+          m_work(std::move(work)), m_to_js(std::move(to_js)) {}
+
+    Napi::Promise::Deferred m_deferred;
+    work_fn                 m_work;
+    to_js_fn                m_to_js;
+    T                       m_result{};
+    std::string             m_code = "native_error";
+};
+
+// Copies a Float32Array argument (the JS buffer may be reused or collected while the worker runs).
+std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * what);

@@ -1,0 +1,60 @@
+/**
+ * The interface every engine implements. An engine turns a model file (or a built-in) into a loaded model;
+ * the model registry owns loaded models and the scheduler runs their work. Later engines (whisper STT,
+ * TTS, separation) add their task-specific methods by extending `LoadedModel`.
+ */
+export type ModelTask = 'stt' | 'tts' | 'vad' | 'separation';
+
+/** A model the registry has located on disk (after any download), ready to hand to an engine. */
+export interface ResolvedModel {
+  /** The ID the client used, normalised (aliases already replaced). */
+  id: string;
+  /** Local file or directory holding the weights; null for built-in engines. */
+  path: string | null;
+}
+
+export interface LoadedModel {
+  readonly id: string;
+  readonly task: ModelTask;
+  readonly engine: string;
+  /** Frees native memory. The registry calls it only when no request uses the model. */
+  dispose(): Promise<void>;
+}
+
+export interface Engine<M extends LoadedModel = LoadedModel> {
+  readonly name: string;
+  readonly task: ModelTask;
+  /** True when the file or directory at `path` is in this engine's format (checked from the content). */
+  detect(path: string): Promise<boolean>;
+  load(model: ResolvedModel, signal?: AbortSignal): Promise<M>;
+}
+
+/** Whole-clip speech segments, seconds. */
+export interface SpeechSegment {
+  start: number;
+  end: number;
+}
+
+export interface VadParams {
+  threshold?: number;
+  minSpeechDurationMs?: number;
+  minSilenceDurationMs?: number;
+  maxSpeechDurationS?: number;
+  speechPadMs?: number;
+}
+
+/** A streaming detector: state carries across `process` calls (16 kHz mono float32 in). */
+export interface VadStream {
+  /** One speech probability per complete 512-sample frame; a trailing partial frame waits for the next call. */
+  process(samples: Float32Array): Promise<Float32Array>;
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface VadModel extends LoadedModel {
+  readonly task: 'vad';
+  readonly sampleRate: 16000;
+  readonly frameSamples: 512;
+  segments(samples: Float32Array, params?: VadParams, signal?: AbortSignal): Promise<SpeechSegment[]>;
+  openStream(): Promise<VadStream>;
+}
