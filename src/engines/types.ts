@@ -9,8 +9,10 @@ export type ModelTask = 'stt' | 'tts' | 'vad' | 'separation';
 export interface ResolvedModel {
   /** The ID the client used, normalised (aliases already replaced). */
   id: string;
-  /** Local file or directory holding the weights; null for built-in engines. */
-  path: string | null;
+  /** Local file or directory holding the weights. */
+  path: string;
+  /** A projector (mmproj) that goes with a GGUF model, when the repository has one. */
+  projector: string | null;
 }
 
 export interface LoadedModel {

@@ -72,13 +72,16 @@ export class NativeLoadError extends Error {
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 let cached: NativeAddon | undefined;
 
-/** Loads the addon once (a local build in build/ wins over prebuilds/, as node-gyp-build decides). */
+/**
+ * Loads the addon once: `VOXD_ADDON` (a path to a .node file, e.g. a custom CUDA build) when set, else what
+ * node-gyp-build picks (a local build in build/ wins over prebuilds/).
+ */
 export function loadNative(): NativeAddon {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
   try {
-    const load = require('node-gyp-build') as (dir: string) => NativeAddon;
-    cached = load(packageRoot);
+    const explicit = process.env.VOXD_ADDON;
+    cached = explicit ? (require(path.resolve(explicit)) as NativeAddon) : (require('node-gyp-build') as (dir: string) => NativeAddon)(packageRoot);
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new NativeLoadError(

@@ -1,0 +1,156 @@
+#!/usr/bin/env node
+/** The `voxd` command: `voxd serve` (default) runs the API server; `voxd ui` the web interface. */
+import './threadpool.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, Option } from 'commander';
+import { ConfigError, DEFAULT_VAD_MODEL, resolveConfig, type Config } from './config.js';
+import { createLogger, flushLogger } from './logger.js';
+import { NativeLoadError } from './native/addon.js';
+import { startServer } from './server.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const pkg = JSON.parse(fs.readFileSync(path.join(here, '..', '..', 'package.json'), 'utf8')) as { version: string };
+
+const UI_UNAVAILABLE = 'voxd: the web interface is not available in this version yet (it arrives in a later release)';
+
+function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+}
+
+function serveCommand(): Command {
+  return new Command('serve')
+    .description('run the API server (the default command)')
+    .option('--host <host>', 'host to bind to (default: localhost)')
+    .option('--port <port>', 'port of the API server (default: 8000; 0 picks a free port)')
+    .option('--reload', 'restart the server when its compiled code changes (development)')
+    .option('--start-ui', 'also start the web interface on port 3000')
+    .option('--allowed-origins <origins...>', 'CORS allowed origins, space-separated (default: *; env VOXD_ALLOWED_ORIGINS, comma-separated)')
+    .option('--log-dir <dir>', 'directory for the JSON log files, created if missing (default: logs)')
+    .addOption(new Option('--log-level <level>', 'log level (default: info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal']))
+    .option('--realtime-model <id>', 'default model for /v1/realtime (env VOXD_REALTIME_MODEL)')
+    .option('--realtime-transcription-delay-ms <ms>', 'latency/quality knob for models that declare it (env VOXD_REALTIME_TRANSCRIPTION_DELAY_MS)')
+    .option('--vad-model <id>', `VAD model for server_vad (default: ${DEFAULT_VAD_MODEL}; env VOXD_VAD_MODEL)`)
+    .option('--tts-max-batch-size <n>', 'maximum TTS requests per continuous batch (default: 8; env VOXD_TTS_MAX_BATCH_SIZE)')
+    .option('--stt-model <id>', 'model behind the vendor aliases whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe')
+    .option('--tts-model <id>', 'model behind the vendor aliases tts-1, tts-1-hd, gpt-4o-mini-tts')
+    .option('--models-dir <dir>', 'allow local model paths (and ref_audio paths) only under this root; repeatable', collect)
+    .option('--offline', 'never contact the model hub; use the local cache only (also HF_HUB_OFFLINE=1)')
+    .option('--preload <id>', 'load this model at start and keep it resident; /readyz waits for it; repeatable', collect)
+    .option('--max-loaded-models <n>', 'unload the least recently used idle model beyond this many (default: 0 = no limit)')
+    .option('--model-idle-ttl <seconds>', 'unload a model unused for this long (default: 0 = never)')
+    .option('--max-queue <n>', 'jobs that may wait per model before requests get 503 (default: 64)')
+    .option('--model-concurrency <n>', 'jobs that run at once per model (default: number of CPU cores)')
+    .option('--max-upload-mb <mb>', 'largest accepted request body, in MiB (default: 100)')
+    .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
+    .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish (default: 30)')
+    .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')
+    .action(async (_options: Record<string, unknown>, command: Command) => {
+      const flags = explicitFlags(command);
+      if (flags.startUi) fail(UI_UNAVAILABLE);
+      let config: Config;
+      try {
+        config = resolveConfig(normaliseFlags(flags));
+      } catch (error) {
+        if (error instanceof ConfigError) fail(`voxd: ${error.message}`);
+        throw error;
+      }
+      if (config.reload) return superviseWithReload();
+      await serve(config);
+    });
+}
+
+/** Only the flags the user typed, so an environment variable applies when its flag is absent. */
+function explicitFlags(command: Command): Record<string, unknown> {
+  const options = command.opts();
+  return Object.fromEntries(Object.keys(options).filter((key) => command.getOptionValueSource(key) === 'cli').map((key) => [key, options[key]]));
+}
+
+function normaliseFlags(flags: Record<string, unknown>): Partial<Record<keyof Config, unknown>> {
+  const { modelsDir, allowedOrigins, ...rest } = flags;
+  const out: Record<string, unknown> = { ...rest };
+  if (modelsDir !== undefined) out.modelsDirs = modelsDir;
+  // one quoted argument "a b" or several arguments a b: both are space-separated lists
+  if (allowedOrigins !== undefined) out.allowedOrigins = (allowedOrigins as string[]).flatMap((o) => o.split(/\s+/)).filter(Boolean);
+  return out;
+}
+
+async function serve(config: Config): Promise<void> {
+  const logger = createLogger({ logDir: config.logDir, level: config.logLevel });
+  let server;
+  try {
+    server = await startServer(config, logger);
+  } catch (error) {
+    await flushLogger(logger);
+    if (error instanceof NativeLoadError) fail(error.message, 1);
+    const message = error instanceof Error ? error.message : String(error);
+    fail(`voxd: cannot start: ${message}`, 1);
+  }
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'signal received');
+    server
+      .close()
+      .then(() => flushLogger(logger))
+      .then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+/** --reload: runs the server as a child and restarts it when files under dist/src change. */
+function superviseWithReload(): void {
+  const args = process.argv.slice(2).filter((arg) => arg !== '--reload');
+  const watched = path.join(here);
+  let child: ChildProcess | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  const start = (): void => {
+    child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...args], { stdio: 'inherit' });
+  };
+  const restart = (): void => {
+    process.stderr.write('voxd: code changed, restarting\n');
+    const old = child;
+    if (!old || old.exitCode !== null) return start();
+    old.once('exit', start);
+    old.kill('SIGTERM');
+  };
+  fs.watch(watched, { recursive: true }, () => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(restart, 300);
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      child?.once('exit', (code) => process.exit(code ?? 0));
+      child?.kill(signal);
+    });
+  }
+  start();
+}
+
+const program = new Command('voxd')
+  .description('voxd: a local audio server (speech-to-text, text-to-speech, separation, realtime transcription) with a vendor-compatible HTTP API')
+  .version(pkg.version)
+  .addCommand(serveCommand(), { isDefault: true })
+  .addCommand(
+    new Command('ui')
+      .description('run the web interface alone (not available yet)')
+      .option('--port <port>', 'port of the web interface (default: 3000)')
+      .option('--api-url <url>', 'address of the API server (default: http://localhost:8000)')
+      .action(() => fail(UI_UNAVAILABLE)),
+  );
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  fail(`voxd: ${error instanceof Error ? error.message : String(error)}`, 1);
+});

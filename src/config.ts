@@ -1,0 +1,79 @@
+/**
+ * Server configuration: one zod schema for every setting, filled from command-line flags, then the
+ * VOXD_* environment variables, then defaults. A flag given explicitly always wins over its variable.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+
+export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
+
+const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().nonnegative();
+
+export const configSchema = z.object({
+  host: z.string().min(1).default('localhost'),
+  port: z.coerce.number().int().min(0).max(65535).default(8000),
+  reload: z.boolean().default(false),
+  startUi: z.boolean().default(false),
+  allowedOrigins: z.array(z.string().min(1)).min(1).default(['*']),
+  logDir: z.string().min(1).default('logs'),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
+  realtimeModel: z.string().min(1).nullable().default(null),
+  realtimeTranscriptionDelayMs: nonNegativeInt.nullable().default(null),
+  vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
+  ttsMaxBatchSize: positiveInt.max(256).default(8),
+  sttModel: z.string().min(1).nullable().default(null),
+  ttsModel: z.string().min(1).nullable().default(null),
+  modelsDirs: z.array(z.string().min(1)).default([]),
+  offline: z.boolean().default(false),
+  preload: z.array(z.string().min(1)).default([]),
+  maxLoadedModels: nonNegativeInt.default(0),
+  modelIdleTtl: nonNegativeInt.default(0),
+  maxQueue: nonNegativeInt.default(64),
+  modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
+  maxUploadMb: positiveInt.default(100),
+  maxJsonKb: positiveInt.default(1024),
+  shutdownTimeout: nonNegativeInt.default(30),
+  cacheDir: z.string().min(1).default(path.join(os.homedir(), '.cache', 'voxd')),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+/** The five environment variables of the seed spec, plus the cache location. */
+export const ENV_VARIABLES = {
+  realtimeModel: 'VOXD_REALTIME_MODEL',
+  realtimeTranscriptionDelayMs: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
+  vadModel: 'VOXD_VAD_MODEL',
+  ttsMaxBatchSize: 'VOXD_TTS_MAX_BATCH_SIZE',
+  allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
+  cacheDir: 'VOXD_CACHE_DIR',
+} as const satisfies Partial<Record<keyof Config, string>>;
+
+/** Reads the variables that are set, in the shapes the schema expects (origins are comma-separated). */
+export function configFromEnv(env: NodeJS.ProcessEnv): Partial<Record<keyof Config, unknown>> {
+  const out: Partial<Record<keyof Config, unknown>> = {};
+  for (const [key, name] of Object.entries(ENV_VARIABLES) as [keyof typeof ENV_VARIABLES, string][]) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    out[key] = key === 'allowedOrigins' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value;
+  }
+  return out;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Merges explicit flags over environment values and validates the result. */
+export function resolveConfig(flags: Partial<Record<keyof Config, unknown>>, env: NodeJS.ProcessEnv = process.env): Config {
+  const merged = { ...configFromEnv(env), ...flags };
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const key = String(issue?.path[0] ?? '');
+    const source = key in flags ? `--${key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : (ENV_VARIABLES as Record<string, string>)[key] ?? key;
+    throw new ConfigError(`invalid value for ${source}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}

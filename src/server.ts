@@ -1,0 +1,91 @@
+/**
+ * Composition root: builds the services, mounts the routes, listens, and shuts down gracefully
+ * (stop accepting, finish in-flight work, free models, flush logs).
+ */
+import { DEFAULT_VAD_MODEL, type Config } from './config.js';
+import { sileroVadEngine } from './engines/silero-vad.js';
+import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
+import { createHttpServer } from './http/server.js';
+import type { Logger } from './logger.js';
+import { loadNative, NativeLogLevel } from './native/addon.js';
+import type { RouteContext } from './routes/context.js';
+import { mountModelRoutes } from './routes/models.js';
+import { mountOperationRoutes } from './routes/operations.js';
+import { mountPendingRoutes } from './routes/pending.js';
+import { defaultHubCacheDir, HubClient } from './services/hub.js';
+import { Metrics } from './services/metrics.js';
+import { ModelRegistry } from './services/registry.js';
+import { Scheduler } from './services/scheduler.js';
+
+export interface RunningServer {
+  port: number;
+  context: RouteContext;
+  /** Graceful stop: no new connections, in-flight requests finish (up to --shutdown-timeout), models freed. */
+  close(): Promise<void>;
+}
+
+export async function startServer(config: Config, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<RunningServer> {
+  const native = loadNative(); // fails fast, with the fix in the message, when the addon is missing or broken
+  native.setLogLevel(config.logLevel === 'debug' || config.logLevel === 'trace' ? NativeLogLevel.info : NativeLogLevel.warn);
+
+  const metrics = new Metrics();
+  const hub = new HubClient({
+    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
+    token: env.HF_TOKEN || undefined,
+    cacheDir: defaultHubCacheDir(env),
+    offline: config.offline || env.HF_HUB_OFFLINE === '1',
+    logger,
+    progressBar: true,
+  });
+  const registry = new ModelRegistry({
+    engines: [sileroVadEngine],
+    hub,
+    logger,
+    metrics,
+    modelsDirs: config.modelsDirs,
+    defaults: { stt: config.sttModel, tts: config.ttsModel },
+    maxLoaded: config.maxLoadedModels,
+    idleTtlMs: config.modelIdleTtl * 1000,
+    fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(config.cacheDir) },
+  });
+  const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
+  const context: RouteContext = { config, logger, metrics, registry, scheduler, readiness: { ready: false, error: null } };
+
+  const http = createHttpServer({
+    allowedOrigins: config.allowedOrigins,
+    logger,
+    onResponse: ({ id, method, route, status, ms, bytes }) => {
+      metrics.httpRequests.inc({ route, method, status: String(status) });
+      metrics.httpLatency.observe({ route }, ms / 1000);
+      logger.info({ reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes }, `${method} ${route} ${status}`);
+    },
+  });
+  mountOperationRoutes(http, context);
+  mountModelRoutes(http, context);
+  mountPendingRoutes(http);
+
+  const port = await http.listen(config.host, config.port);
+  logger.info({ host: config.host, port }, `voxd listening on http://${config.host}:${port}`);
+
+  registry.preload(config.preload).then(
+    () => {
+      context.readiness.ready = true;
+    },
+    (error: unknown) => {
+      context.readiness.error = error instanceof Error ? error.message : String(error);
+      logger.error({ err: error }, 'preloading failed; /readyz stays unready');
+    },
+  );
+
+  return {
+    port,
+    context,
+    async close() {
+      logger.info('shutting down: waiting for in-flight requests');
+      await http.close(config.shutdownTimeout * 1000);
+      await scheduler.idle();
+      await registry.close();
+      logger.info('shutdown complete');
+    },
+  };
+}

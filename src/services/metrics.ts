@@ -1,0 +1,98 @@
+/**
+ * A small Prometheus registry: counters, gauges and histograms with labels, rendered in the text exposition
+ * format for GET /metrics. Gauges may be computed at scrape time (`collect`).
+ */
+type Labels = Record<string, string>;
+
+function labelKey(labels: Labels): string {
+  const parts = Object.keys(labels)
+    .sort()
+    .map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);
+  return parts.length ? `{${parts.join(',')}}` : '';
+}
+
+interface Metric {
+  render(): string[];
+}
+
+export class Counter implements Metric {
+  private readonly values = new Map<string, number>();
+  constructor(readonly name: string, readonly help: string) {}
+  inc(labels: Labels = {}, by = 1): void {
+    const key = labelKey(labels);
+    this.values.set(key, (this.values.get(key) ?? 0) + by);
+  }
+  render(): string[] {
+    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`, ...[...this.values].map(([k, v]) => `${this.name}${k} ${v}`)];
+  }
+}
+
+export class Gauge implements Metric {
+  private readonly values = new Map<string, number>();
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly collect?: () => { labels?: Labels; value: number }[],
+  ) {}
+  set(labels: Labels, value: number): void {
+    this.values.set(labelKey(labels), value);
+  }
+  render(): string[] {
+    const rows = this.collect ? this.collect().map((r) => [labelKey(r.labels ?? {}), r.value] as const) : [...this.values];
+    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`, ...rows.map(([k, v]) => `${this.name}${k} ${v}`)];
+  }
+}
+
+export class Histogram implements Metric {
+  private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: number[],
+  ) {}
+  observe(labels: Labels, value: number): void {
+    const key = labelKey(labels);
+    let s = this.series.get(key);
+    if (!s) {
+      s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
+      this.series.set(key, s);
+    }
+    this.buckets.forEach((b, i) => {
+      if (value <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
+    });
+    s.sum += value;
+    s.count += 1;
+  }
+  render(): string[] {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    for (const s of this.series.values()) {
+      this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket${labelKey({ ...s.labels, le: String(b) })} ${s.counts[i]}`));
+      lines.push(`${this.name}_bucket${labelKey({ ...s.labels, le: '+Inf' })} ${s.count}`);
+      lines.push(`${this.name}_sum${labelKey(s.labels)} ${s.sum}`, `${this.name}_count${labelKey(s.labels)} ${s.count}`);
+    }
+    return lines;
+  }
+}
+
+const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** Every metric voxd exports. Services record into it; GET /metrics renders it. */
+export class Metrics {
+  private readonly all: Metric[] = [];
+  readonly httpRequests = this.add(new Counter('voxd_http_requests_total', 'HTTP requests by route, method and status'));
+  readonly httpLatency = this.add(new Histogram('voxd_http_request_duration_seconds', 'HTTP request latency', LATENCY_BUCKETS_S));
+  readonly queueWait = this.add(new Histogram('voxd_queue_wait_seconds', 'Time a job waited in its model queue', LATENCY_BUCKETS_S));
+  readonly jobs = this.add(new Counter('voxd_jobs_total', 'Scheduled jobs by model and outcome'));
+  readonly rejected = this.add(new Counter('voxd_queue_rejected_total', 'Jobs refused because the model queue was full'));
+  readonly modelLoads = this.add(new Counter('voxd_model_loads_total', 'Model loads by outcome'));
+  readonly downloads = this.add(new Counter('voxd_model_downloads_total', 'Hub downloads by outcome'));
+
+  add<M extends Metric>(metric: M): M {
+    this.all.push(metric);
+    return metric;
+  }
+
+  render(): string {
+    return this.all.flatMap((m) => m.render()).join('\n') + '\n';
+  }
+}

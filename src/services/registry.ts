@@ -1,0 +1,355 @@
+/**
+ * The model registry: turns model IDs into loaded models. It resolves vendor aliases, finds local files or
+ * downloads from the hub, picks the engine from the file content, loads lazily with one load per model under
+ * concurrency, hands out leases so a model in use is never freed, and bounds resident models (LRU, idle TTL).
+ */
+import path from 'node:path';
+import { ApiError } from '../http/errors.js';
+import type { Engine, LoadedModel, ModelTask, ResolvedModel } from '../engines/types.js';
+import type { Logger } from '../logger.js';
+import { HubError, type HubClient, type HubFile } from './hub.js';
+import type { Metrics } from './metrics.js';
+import { normaliseModelId, parseModelId, type ModelRef } from './model-id.js';
+import { Gauge } from './metrics.js';
+
+export const STT_ALIASES = ['whisper-1', 'gpt-4o-transcribe', 'gpt-4o-mini-transcribe'] as const;
+export const TTS_ALIASES = ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'] as const;
+
+/** An entry of GET /v1/models. */
+export interface ModelInfo {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: 'voxd';
+  loaded: boolean;
+  task?: ModelTask;
+  engine?: string;
+  /** For an alias: the model it stands for. */
+  target?: string;
+}
+
+export interface ModelLease<M extends LoadedModel = LoadedModel> {
+  readonly model: M;
+  release(): void;
+}
+
+/** Builds a model file locally when its hub download cannot be reached (e.g. the default VAD from ONNX). */
+export type OfflineFallback = () => Promise<string>;
+
+export interface RegistryOptions {
+  engines: Engine[];
+  hub: HubClient;
+  logger: Logger;
+  metrics: Metrics;
+  modelsDirs: string[];
+  defaults: { stt: string | null; tts: string | null };
+  maxLoaded: number;
+  idleTtlMs: number;
+  fallbacks?: Record<string, OfflineFallback>;
+}
+
+interface Entry {
+  id: string;
+  loading: Promise<LoadedModel>;
+  model: LoadedModel | null;
+  created: number;
+  refs: number;
+  lastUsed: number;
+  pinned: boolean;
+  /** Unloaded by a client while in use: freed when the last lease is released. */
+  retired: boolean;
+}
+
+const MODEL_FILE = /\.(bin|gguf)$/i;
+const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
+
+export class ModelRegistry {
+  private readonly entries = new Map<string, Entry>();
+  private readonly sweeper: NodeJS.Timeout | null;
+
+  constructor(private readonly options: RegistryOptions) {
+    options.metrics.add(new Gauge('voxd_models_resident', 'Loaded models', () => [{ value: [...this.entries.values()].filter((e) => e.model).length }]));
+    this.sweeper =
+      options.idleTtlMs > 0 ? setInterval(() => this.evictIdle(), Math.min(30_000, Math.max(1000, options.idleTtlMs / 2))).unref() : null;
+  }
+
+  /** Replaces a vendor alias by the configured default model; other IDs pass through normalised. */
+  resolveAlias(rawId: string): string {
+    const id = normaliseModelId(rawId);
+    const kind = (STT_ALIASES as readonly string[]).includes(id) ? 'stt' : (TTS_ALIASES as readonly string[]).includes(id) ? 'tts' : null;
+    if (!kind) return id;
+    const target = this.options.defaults[kind];
+    if (!target) {
+      const flag = kind === 'stt' ? '--stt-model' : '--tts-model';
+      throw new ApiError('model_not_found', `no default ${kind === 'stt' ? 'speech-to-text' : 'text-to-speech'} model is configured for ${id} (set ${flag})`, { param: 'model' });
+    }
+    return target;
+  }
+
+  /** A loaded model for the duration of a request. Loads it on first use. */
+  async acquire<M extends LoadedModel = LoadedModel>(rawId: string, task?: ModelTask): Promise<ModelLease<M>> {
+    const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
+    entry.refs += 1;
+    let model: LoadedModel;
+    try {
+      model = await entry.loading;
+    } catch (error) {
+      entry.refs -= 1;
+      throw error;
+    }
+    if (task && model.task !== task) {
+      this.releaseEntry(entry);
+      throw new ApiError('invalid_model', `model ${rawId} is a ${model.task} model; this endpoint needs a ${task} model`, { param: 'model' });
+    }
+    let released = false;
+    return {
+      model: model as M,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.releaseEntry(entry);
+      },
+    };
+  }
+
+  /** POST /v1/models: loads (or finds loaded) and describes the model. */
+  async load(rawId: string, options: { pinned?: boolean } = {}): Promise<ModelInfo> {
+    const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
+    if (options.pinned) entry.pinned = true;
+    await entry.loading;
+    entry.lastUsed = Date.now();
+    return this.describeEntry(entry);
+  }
+
+  /** DELETE /v1/models: removes the model from the registry; frees it now, or when its last request ends. */
+  async unload(rawId: string): Promise<void> {
+    const id = this.canonicalId(this.resolveAlias(rawId));
+    const entry = this.entries.get(id);
+    if (!entry?.model) throw new ApiError('model_not_found', `model ${rawId} is not loaded`, { param: 'model_name' });
+    this.entries.delete(id);
+    entry.retired = true;
+    if (entry.refs === 0) await this.dispose(entry);
+  }
+
+  /** GET /v1/models/{id}: a loaded model, an alias, or a model in the local cache; never downloads. */
+  describe(rawId: string): ModelInfo {
+    const id = normaliseModelId(rawId);
+    const target = (STT_ALIASES as readonly string[]).includes(id) || (TTS_ALIASES as readonly string[]).includes(id) ? this.resolveAlias(id) : null;
+    const key = this.canonicalIdOrNull(target ?? id);
+    const entry = key === null ? undefined : this.entries.get(key);
+    if (entry?.model) return { ...this.describeEntry(entry), ...(target ? { id, target: entry.id } : {}) };
+    if (target) return { ...this.unloadedInfo(id), target };
+    const cached = this.availableInfos().find((info) => info.id === id);
+    if (cached) return cached;
+    throw new ApiError('model_not_found', `model ${id} is not loaded and not in the local cache`, { param: 'model' });
+  }
+
+  /** GET /v1/models: loaded models; with `available`, also aliases and models in the local cache. */
+  list(available: boolean): ModelInfo[] {
+    const loaded = [...this.entries.values()].filter((e) => e.model).map((e) => this.describeEntry(e));
+    if (!available) return loaded;
+    const seen = new Set(loaded.map((m) => m.id));
+    return [...loaded, ...this.availableInfos().filter((m) => !seen.has(m.id))];
+  }
+
+  /** Loads `--preload` models and keeps them resident (exempt from LRU and TTL eviction). */
+  async preload(ids: string[]): Promise<void> {
+    for (const id of ids) {
+      this.options.logger.info({ model: id }, 'preloading model');
+      await this.load(id, { pinned: true });
+    }
+  }
+
+  /** Frees every model (shutdown). */
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    const entries = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(entries.map((e) => this.dispose(e)));
+  }
+
+  private canonicalIdOrNull(id: string): string | null {
+    const ref = parseModelId(id, this.options.modelsDirs);
+    if (!ref) return null;
+    return ref.kind === 'local' ? path.resolve(ref.path) : id;
+  }
+
+  private canonicalId(id: string): string {
+    const key = this.canonicalIdOrNull(id);
+    if (key === null) {
+      throw new ApiError('model_not_found', `model ${id} not found: it is neither a local path nor a hub ID (owner/repo, owner/repo/file or owner/repo:QUANT)`, {
+        param: 'model',
+      });
+    }
+    return key;
+  }
+
+  private entryFor(id: string): Entry {
+    let entry = this.entries.get(id);
+    if (!entry) {
+      const created: Entry = { id, loading: Promise.resolve(null as never), model: null, created: 0, refs: 0, lastUsed: Date.now(), pinned: false, retired: false };
+      created.loading = this.loadModel(id).then(
+        (model) => {
+          created.model = model;
+          created.created = Math.floor(Date.now() / 1000);
+          this.options.metrics.modelLoads.inc({ outcome: 'ok' });
+          this.enforceLimit();
+          return model;
+        },
+        (error: unknown) => {
+          // a failed load leaves no trace, so the next request retries
+          if (this.entries.get(id) === created) this.entries.delete(id);
+          this.options.metrics.modelLoads.inc({ outcome: 'error' });
+          throw error;
+        },
+      );
+      this.entries.set(id, created);
+      entry = created;
+    }
+    return entry;
+  }
+
+  private async loadModel(id: string): Promise<LoadedModel> {
+    const started = performance.now();
+    const resolved = await this.locate(id);
+    const engine = await this.engineFor(resolved.path, id);
+    this.options.logger.info({ model: id, engine: engine.name, path: resolved.path }, 'loading model');
+    let model: LoadedModel;
+    try {
+      model = await engine.load(resolved);
+    } catch (error) {
+      throw new ApiError('invalid_model', `model ${id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, { param: 'model', cause: error });
+    }
+    this.options.logger.info({ model: id, engine: engine.name, ms: Math.round(performance.now() - started) }, 'model loaded');
+    return model;
+  }
+
+  /** Local files as they are; hub IDs downloaded into the hub cache (or built by a fallback when the hub is out of reach). */
+  private async locate(id: string): Promise<ResolvedModel> {
+    const ref = parseModelId(id, this.options.modelsDirs) as ModelRef;
+    if (ref.kind === 'local') return { id, path: ref.path, projector: null };
+    try {
+      if (ref.kind === 'hub-file') return { id, path: await this.options.hub.downloadFile(ref.repo, ref.file), projector: null };
+      const { model, projector } = this.pickRepoFiles(id, await this.options.hub.listFiles(ref.repo), ref.quant);
+      return {
+        id,
+        path: await this.options.hub.downloadFile(ref.repo, model),
+        projector: projector ? await this.options.hub.downloadFile(ref.repo, projector) : null,
+      };
+    } catch (error) {
+      const fallback = this.options.fallbacks?.[id];
+      if (fallback && error instanceof HubError && (error.kind === 'network' || error.kind === 'offline')) {
+        this.options.logger.warn({ model: id, reason: error.message }, 'hub out of reach; building the model locally');
+        return { id, path: await fallback(), projector: null };
+      }
+      throw hubErrorToApi(id, error);
+    }
+  }
+
+  /** For `owner/repo[:QUANT]`: the GGUF of that quantisation (default Q8_0, else the smallest) plus its mmproj, or the repo's only model file. */
+  private pickRepoFiles(id: string, files: HubFile[], quant: string | null): { model: string; projector: string | null } {
+    const sizeOf = (f: HubFile): number => f.lfs?.size ?? f.size;
+    const ggufs = files.filter((f) => /\.gguf$/i.test(f.path) && !PROJECTOR_FILE.test(f.path));
+    if (ggufs.length > 0) {
+      const wanted = (quant ?? 'Q8_0').toLowerCase();
+      const tagged = ggufs.filter((f) => f.path.toLowerCase().includes(wanted));
+      if (quant && tagged.length === 0) {
+        throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no ${quant} file (it has ${ggufs.map((f) => f.path).join(', ')})`, { param: 'model' });
+      }
+      const pool = tagged.length > 0 ? tagged : ggufs;
+      const model = pool.reduce((a, b) => (sizeOf(b) < sizeOf(a) ? b : a));
+      const projectors = files.filter((f) => PROJECTOR_FILE.test(f.path));
+      const projector = projectors.find((f) => f.path.toLowerCase().includes(wanted)) ?? projectors.sort((a, b) => sizeOf(a) - sizeOf(b))[0];
+      return { model: model.path, projector: projector?.path ?? null };
+    }
+    if (quant) throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no GGUF files to pick ${quant} from`, { param: 'model' });
+    const models = files.filter((f) => MODEL_FILE.test(f.path));
+    const only = models[0];
+    if (models.length !== 1 || !only) {
+      const names = models.map((f) => `${id}/${f.path}`).join(', ');
+      throw new ApiError('invalid_model', models.length ? `repository ${id} holds several model files; name one: ${names}` : `repository ${id} holds no model file voxd can load`, {
+        param: 'model',
+      });
+    }
+    return { model: only.path, projector: null };
+  }
+
+  private async engineFor(filePath: string, id: string): Promise<Engine> {
+    for (const engine of this.options.engines) {
+      if (await engine.detect(filePath)) return engine;
+    }
+    throw new ApiError('invalid_model', `model ${id} is not in a format voxd can load (engines: ${this.options.engines.map((e) => e.name).join(', ')})`, { param: 'model' });
+  }
+
+  private releaseEntry(entry: Entry): void {
+    entry.refs -= 1;
+    entry.lastUsed = Date.now();
+    if (entry.refs === 0 && entry.retired) void this.dispose(entry);
+    else this.enforceLimit();
+  }
+
+  /** LRU: beyond --max-loaded-models, frees the least recently used models that no request holds. */
+  private enforceLimit(): void {
+    const { maxLoaded } = this.options;
+    if (maxLoaded <= 0) return;
+    const loaded = [...this.entries.values()].filter((e) => e.model);
+    const evictable = loaded.filter((e) => e.refs === 0 && !e.pinned).sort((a, b) => a.lastUsed - b.lastUsed);
+    for (let excess = loaded.length - maxLoaded; excess > 0 && evictable.length > 0; excess--) {
+      this.evict(evictable.shift() as Entry, 'lru');
+    }
+  }
+
+  private evictIdle(): void {
+    const cutoff = Date.now() - this.options.idleTtlMs;
+    for (const entry of this.entries.values()) {
+      if (entry.model && entry.refs === 0 && !entry.pinned && entry.lastUsed < cutoff) this.evict(entry, 'idle');
+    }
+  }
+
+  private evict(entry: Entry, reason: string): void {
+    this.entries.delete(entry.id);
+    this.options.logger.info({ model: entry.id, reason }, 'unloading model');
+    void this.dispose(entry);
+  }
+
+  private async dispose(entry: Entry): Promise<void> {
+    try {
+      await entry.model?.dispose();
+    } catch (error) {
+      this.options.logger.warn({ model: entry.id, err: error }, 'model dispose failed');
+    }
+  }
+
+  private describeEntry(entry: Entry): ModelInfo {
+    return { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: entry.model?.task, engine: entry.model?.engine };
+  }
+
+  private unloadedInfo(id: string): ModelInfo {
+    return { id, object: 'model', created: 0, owned_by: 'voxd', loaded: false };
+  }
+
+  private availableInfos(): ModelInfo[] {
+    const { stt, tts } = this.options.defaults;
+    const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
+      target === null ? [] : [{ ...this.unloadedInfo(alias), target }],
+    );
+    const cached = this.options.hub.cachedRepos().flatMap((repo) =>
+      repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)),
+    );
+    return [...aliases, ...cached];
+  }
+}
+
+function hubErrorToApi(id: string, error: unknown): unknown {
+  if (!(error instanceof HubError)) return error;
+  switch (error.kind) {
+    case 'not_found':
+      return new ApiError('model_not_found', `model ${id} not found on the hub: ${error.message}`, { param: 'model', cause: error });
+    case 'unauthorized':
+      return new ApiError('model_not_found', `model ${id} needs hub credentials (set HF_TOKEN): ${error.message}`, { param: 'model', cause: error });
+    case 'offline':
+      return new ApiError('model_not_found', error.message, { param: 'model', cause: error });
+    default:
+      return new ApiError('model_download_failed', `downloading model ${id} failed: ${error.message}`, { param: 'model', cause: error });
+  }
+}

@@ -1,0 +1,29 @@
+import fs from 'node:fs';
+
+/** Reads a 16-bit PCM WAV file as mono float32 (tests only; the server decodes audio natively). */
+export function readWavMono(file: string): { sampleRate: number; samples: Float32Array } {
+  const buf = fs.readFileSync(file);
+  let offset = 12;
+  let sampleRate = 0;
+  let channels = 1;
+  while (offset + 8 <= buf.length) {
+    const id = buf.toString('ascii', offset, offset + 4);
+    const size = buf.readUInt32LE(offset + 4);
+    if (id === 'fmt ') {
+      channels = buf.readUInt16LE(offset + 10);
+      sampleRate = buf.readUInt32LE(offset + 12);
+      if (buf.readUInt16LE(offset + 22) !== 16) throw new Error(`${file}: only 16-bit PCM is supported`);
+    } else if (id === 'data') {
+      const frames = Math.floor(size / 2 / channels);
+      const samples = new Float32Array(frames);
+      for (let i = 0; i < frames; i++) {
+        let sum = 0;
+        for (let c = 0; c < channels; c++) sum += buf.readInt16LE(offset + 8 + (i * channels + c) * 2);
+        samples[i] = sum / channels / 32768;
+      }
+      return { sampleRate, samples };
+    }
+    offset += 8 + size + (size & 1);
+  }
+  throw new Error(`${file}: no data chunk`);
+}
