@@ -86,9 +86,7 @@ function select16kWeights(tensors: FloatTensor[]): Map<string, FloatTensor> {
   }
   if (scopes.size === 0) throw new Error('not a Silero VAD model: the ONNX graph has none of its weight tensors');
   if (!best) {
-    throw new Error(
-      `not a 16 kHz Silero VAD model: no 'stft.forward_basis_buffer' of shape [${STFT_BASIS_DIMS.join(', ')}] found`,
-    );
+    throw new Error(`not a 16 kHz Silero VAD model: no 'stft.forward_basis_buffer' of shape [${STFT_BASIS_DIMS.join(', ')}] found`);
   }
   const missing = TENSORS.filter((s) => !best.has(s.key)).map((s) => s.key);
   throw new Error(`Silero VAD model is missing tensors: ${missing.join(', ')}`);

@@ -169,20 +169,17 @@ export interface OnnxAttribute {
 export interface OnnxNode {
   name: string;
   opType: string;
-  inputs: string[];
   outputs: string[];
   attributes: OnnxAttribute[];
 }
 
 export interface OnnxGraph {
-  name: string;
   nodes: OnnxNode[];
   initializers: OnnxTensor[];
 }
 
 export interface OnnxModel {
   irVersion: number;
-  producerName: string;
   graph: OnnxGraph;
 }
 
@@ -199,29 +196,29 @@ function readTensor(r: ProtoReader): OnnxTensor {
   };
   for (let k = r.key(); k; k = r.key()) {
     switch (k.field) {
-      case 1:
+      case 1: // dims
         r.repeated(k.wire, WIRE_VARINT, (x) => x.varint(), t.dims);
         break;
-      case 2:
+      case 2: // data_type
         t.dataType = r.varint();
         break;
-      case 4:
+      case 4: // float_data
         r.repeated(k.wire, WIRE_I32, (x) => x.float32(), t.floatData);
         break;
-      case 5:
+      case 5: // int32_data
         r.repeated(k.wire, WIRE_VARINT, (x) => x.varint(), t.int32Data);
         break;
-      case 8:
+      case 8: // name
         t.name = r.string();
         break;
-      case 9:
+      case 9: // raw_data
         t.raw = r.bytes();
         break;
-      case 10:
+      case 10: // double_data
         r.repeated(k.wire, WIRE_I64, (x) => x.float64(), t.doubleData);
         break;
-      case 14:
-        t.external = r.varint() === 1; // DataLocation.EXTERNAL
+      case 14: // data_location
+        t.external = r.varint() === 1; // EXTERNAL
         break;
       default:
         r.skip(k.wire);
@@ -234,28 +231,28 @@ function readAttribute(r: ProtoReader): OnnxAttribute {
   const a: OnnxAttribute = { name: '', type: 0, f: 0, floats: [], t: null, tensors: [], g: null, graphs: [] };
   for (let k = r.key(); k; k = r.key()) {
     switch (k.field) {
-      case 1:
+      case 1: // name
         a.name = r.string();
         break;
-      case 20:
+      case 20: // type
         a.type = r.varint();
         break;
-      case 2:
+      case 2: // f
         a.f = r.float32();
         break;
-      case 5:
+      case 5: // t
         a.t = readTensor(r.message());
         break;
-      case 6:
+      case 6: // g
         a.g = readGraph(r.message());
         break;
-      case 7:
+      case 7: // floats
         r.repeated(k.wire, WIRE_I32, (x) => x.float32(), a.floats);
         break;
-      case 10:
+      case 10: // tensors
         a.tensors.push(readTensor(r.message()));
         break;
-      case 11:
+      case 11: // graphs
         a.graphs.push(readGraph(r.message()));
         break;
       default:
@@ -266,22 +263,19 @@ function readAttribute(r: ProtoReader): OnnxAttribute {
 }
 
 function readNode(r: ProtoReader): OnnxNode {
-  const n: OnnxNode = { name: '', opType: '', inputs: [], outputs: [], attributes: [] };
+  const n: OnnxNode = { name: '', opType: '', outputs: [], attributes: [] };
   for (let k = r.key(); k; k = r.key()) {
     switch (k.field) {
-      case 1:
-        n.inputs.push(r.string());
-        break;
-      case 2:
+      case 2: // output
         n.outputs.push(r.string());
         break;
-      case 3:
+      case 3: // name
         n.name = r.string();
         break;
-      case 4:
+      case 4: // op_type
         n.opType = r.string();
         break;
-      case 5:
+      case 5: // attribute
         n.attributes.push(readAttribute(r.message()));
         break;
       default:
@@ -292,16 +286,13 @@ function readNode(r: ProtoReader): OnnxNode {
 }
 
 function readGraph(r: ProtoReader): OnnxGraph {
-  const g: OnnxGraph = { name: '', nodes: [], initializers: [] };
+  const g: OnnxGraph = { nodes: [], initializers: [] };
   for (let k = r.key(); k; k = r.key()) {
     switch (k.field) {
-      case 1:
+      case 1: // node
         g.nodes.push(readNode(r.message()));
         break;
-      case 2:
-        g.name = r.string();
-        break;
-      case 5:
+      case 5: // initializer
         g.initializers.push(readTensor(r.message()));
         break;
       default:
@@ -315,17 +306,13 @@ function readGraph(r: ProtoReader): OnnxGraph {
 export function parseOnnxModel(bytes: Uint8Array): OnnxModel {
   const r = new ProtoReader(bytes);
   let irVersion = 0;
-  let producerName = '';
   let graph: OnnxGraph | null = null;
   for (let k = r.key(); k; k = r.key()) {
     switch (k.field) {
-      case 1:
+      case 1: // ir_version
         irVersion = r.varint();
         break;
-      case 2:
-        producerName = r.string();
-        break;
-      case 7:
+      case 7: // graph
         graph = readGraph(r.message());
         break;
       default:
@@ -333,7 +320,7 @@ export function parseOnnxModel(bytes: Uint8Array): OnnxModel {
     }
   }
   if (!graph || irVersion <= 0) throw new Error('ModelProto has no ir_version or graph');
-  return { irVersion, producerName, graph };
+  return { irVersion, graph };
 }
 
 function halfToFloat(h: number): number {
@@ -408,15 +395,17 @@ function collectFloatTensors(graph: OnnxGraph, scope: string, out: FloatTensor[]
     const output = node.outputs[0] ?? owner;
     for (const a of node.attributes) {
       const sub = scope ? `${scope}/${owner}.${a.name}` : `${owner}.${a.name}`;
-      if (node.opType === 'Constant' && a.type === AT_FLOAT && a.name === 'value_float') {
+      if (node.opType === 'Constant' && a.type === AT_FLOAT) {
         out.push({ name: output, scope, dims: [], data: Float32Array.of(a.f) });
-      } else if (node.opType === 'Constant' && a.type === AT_FLOATS && a.name === 'value_floats') {
+      } else if (node.opType === 'Constant' && a.type === AT_FLOATS) {
         out.push({ name: output, scope, dims: [a.floats.length], data: Float32Array.from(a.floats) });
       } else if (a.type === AT_TENSOR && a.t) {
-        // a Constant's tensor is referenced by the node output, not by its own (often empty) name
-        push(node.opType === 'Constant' ? output : a.t.name || output, a.t);
+        // the graph refers to a Constant's tensor by the node output; other tensor attributes (ConstantOfShape's
+        // fill value, ...) are not graph values and count only if they carry a name of their own
+        const name = node.opType === 'Constant' ? output : a.t.name;
+        if (name) push(name, a.t);
       } else if (a.type === AT_TENSORS) {
-        for (const t of a.tensors) push(t.name, t);
+        for (const t of a.tensors) if (t.name) push(t.name, t);
       } else if (a.type === AT_GRAPH && a.g) {
         collectFloatTensors(a.g, sub, out);
       } else if (a.type === AT_GRAPHS) {

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError } from '../src/http/errors.js';
+import { Metrics } from '../src/services/metrics.js';
+import { AbortedError, Scheduler } from '../src/services/scheduler.js';
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = (): void => {};
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('scheduler', () => {
+  it('runs at most `concurrency` jobs per model and the rest in order', async () => {
+    const scheduler = new Scheduler({ maxQueue: 10, concurrency: 2, metrics: new Metrics() });
+    let running = 0;
+    let peak = 0;
+    const order: number[] = [];
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        scheduler.run('m', async () => {
+          running++;
+          peak = Math.max(peak, running);
+          order.push(i);
+          await sleep(10);
+          running--;
+        }),
+      ),
+    );
+    assert.equal(peak, 2);
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5]);
+  });
+
+  it('keeps models independent', async () => {
+    const scheduler = new Scheduler({ maxQueue: 0, concurrency: 1, metrics: new Metrics() });
+    const gate = deferred();
+    const a = scheduler.run('a', () => gate.promise);
+    const b = scheduler.run('b', async () => 'b ran');
+    assert.equal(await b, 'b ran');
+    gate.resolve();
+    await a;
+  });
+
+  it('answers 503 with Retry-After when the queue is full', async () => {
+    const metrics = new Metrics();
+    const scheduler = new Scheduler({ maxQueue: 1, concurrency: 1, metrics });
+    const gate = deferred();
+    const first = scheduler.run('m', () => gate.promise);
+    const second = scheduler.run('m', async () => undefined);
+    await assert.rejects(scheduler.run('m', async () => undefined), (error: unknown) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.status, 503);
+      assert.match(error.headers['Retry-After'] ?? '', /^\d+$/);
+      return true;
+    });
+    gate.resolve();
+    await Promise.all([first, second]);
+    assert.match(metrics.render(), /voxd_queue_rejected_total\{model="m"\} 1/);
+  });
+
+  it('drops a waiting job whose client went away, without running it', async () => {
+    const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics() });
+    const gate = deferred();
+    const first = scheduler.run('m', () => gate.promise);
+    const controller = new AbortController();
+    let ran = false;
+    const waiting = scheduler.run(
+      'm',
+      async () => {
+        ran = true;
+      },
+      controller.signal,
+    );
+    controller.abort();
+    await assert.rejects(waiting, AbortedError);
+    gate.resolve();
+    await first;
+    await scheduler.idle();
+    assert.equal(ran, false);
+  });
+
+  it('passes the signal to a running job and reports idle when all work ended', async () => {
+    const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics() });
+    const controller = new AbortController();
+    const job = scheduler.run('m', (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new AbortedError()))), controller.signal);
+    assert.equal(scheduler.pending, 1);
+    controller.abort();
+    await assert.rejects(job, AbortedError);
+    await scheduler.idle();
+    assert.equal(scheduler.pending, 0);
+  });
+});
