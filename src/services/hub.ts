@@ -1,0 +1,626 @@
+/**
+ * Hugging Face hub client: downloads repository files into the cache layout the Python tools share
+ * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and LFS sha256s,
+ * honours HF_TOKEN and offline mode, and reports progress. Only Node built-ins (global fetch).
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface HubLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface HubOptions {
+  /** HF_ENDPOINT, default https://huggingface.co */
+  endpoint: string;
+  /** HF_TOKEN: sent as `Authorization: Bearer` to the endpoint's origin only, never to a redirect target elsewhere. */
+  token?: string;
+  /** See defaultHubCacheDir. */
+  cacheDir: string;
+  /** HF_HUB_OFFLINE=1 or --offline: cache only, no network at all. */
+  offline: boolean;
+  logger?: HubLogger;
+  /** Draw a progress bar on stderr when it is a TTY. */
+  progressBar?: boolean;
+}
+
+export interface HubFile {
+  path: string;
+  size: number;
+  lfs?: { oid: string; size: number };
+}
+
+export interface HubCachedRepo {
+  repo: string;
+  /** Relative paths of the files fully present in the repo's newest snapshot. */
+  files: string[];
+}
+
+export type HubErrorKind = 'not_found' | 'unauthorized' | 'offline' | 'network' | 'integrity' | 'aborted';
+
+export class HubError extends Error {
+  readonly kind: HubErrorKind;
+  readonly status?: number;
+
+  constructor(kind: HubErrorKind, message: string, options: { status?: number; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'HubError';
+    this.kind = kind;
+    if (options.status !== undefined) this.status = options.status;
+  }
+}
+
+/** HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub (as huggingface_hub resolves it). */
+export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.HF_HUB_CACHE) return env.HF_HUB_CACHE;
+  return path.join(env.HF_HOME || path.join(os.homedir(), '.cache', 'huggingface'), 'hub');
+}
+
+const DEFAULT_REVISION = 'main';
+const REPO_FOLDER_PREFIX = 'models--';
+const COMMIT_SHA = /^[0-9a-f]{40}$/;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+const REPO_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
+/** Hub answers (commit, ETag) become file names in the cache: allow nothing that could escape it. */
+const SAFE_FILE_NAME = /^[\w-][\w.-]*$/;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+const MAX_REDIRECTS = 10;
+const PROGRESS_LOG_INTERVAL_MS = 2000;
+const PROGRESS_BAR_INTERVAL_MS = 100;
+const PROGRESS_BAR_WIDTH = 30;
+
+/** What a request is about, for error messages. */
+interface Subject {
+  repo: string;
+  file?: string;
+  revision: string;
+}
+
+interface FileMetadata {
+  commit: string;
+  etag: string;
+  size: number;
+  /** The LFS redirect target (CDN) when the hub gave one, else the resolve URL. */
+  downloadUrl: string;
+}
+
+interface BlobDownload {
+  subject: Subject;
+  url: string;
+  blobPath: string;
+  size: number;
+  /** Set for LFS files, whose ETag is the sha256 of the content. */
+  sha256?: string;
+}
+
+/** One transfer of a blob shared by every concurrent caller; aborted only when all of them gave up. */
+interface SharedDownload {
+  promise: Promise<void>;
+  controller: AbortController;
+  waiters: number;
+}
+
+interface TreeEntry {
+  type: string;
+  path: string;
+  size: number;
+  lfs?: { oid: string; size: number };
+}
+
+/** Transfers under way in this process, by blob path: shared by every client on the same cache. */
+const inFlightDownloads = new Map<string, SharedDownload>();
+
+export class HubClient {
+  private readonly endpoint: string;
+  private readonly endpointOrigin: string;
+
+  constructor(private readonly options: HubOptions) {
+    this.endpoint = options.endpoint.replace(/\/+$/, '');
+    this.endpointOrigin = new URL(this.endpoint).origin;
+  }
+
+  /** Local path (snapshot symlink path) of one file of a repo, downloading it if needed. */
+  async downloadFile(repo: string, file: string, opts: { revision?: string; signal?: AbortSignal } = {}): Promise<string> {
+    const subject: Subject = { repo, file, revision: opts.revision ?? DEFAULT_REVISION };
+    validateSubject(subject);
+    const cached = (): string | null => this.cachedFile(repo, file, subject.revision);
+    if (this.options.offline) return cached() ?? this.throwOfflineMiss(subject);
+
+    let metadata: FileMetadata;
+    try {
+      metadata = await this.fetchFileMetadata(subject, opts.signal);
+    } catch (error) {
+      return this.fallBackToCache(error, cached(), subject);
+    }
+    const repoDir = this.repoDir(repo);
+    const blobPath = path.join(repoDir, 'blobs', metadata.etag);
+    await this.shareDownload(
+      { subject, url: metadata.downloadUrl, blobPath, size: metadata.size, ...(SHA256_HEX.test(metadata.etag) ? { sha256: metadata.etag } : {}) },
+      opts.signal,
+    );
+    const snapshotPath = path.join(repoDir, 'snapshots', metadata.commit, ...file.split('/'));
+    await linkSnapshot(snapshotPath, blobPath);
+    if (subject.revision !== metadata.commit) await writeRef(repoDir, subject.revision, metadata.commit);
+    return snapshotPath;
+  }
+
+  /** Files of a repo at a revision (from /api/models/{repo}/tree/{rev}, recursive). In offline mode, from the cached snapshot. */
+  async listFiles(repo: string, opts: { revision?: string; signal?: AbortSignal } = {}): Promise<HubFile[]> {
+    const subject: Subject = { repo, revision: opts.revision ?? DEFAULT_REVISION };
+    validateSubject(subject);
+    const cached = (): HubFile[] | null => this.cachedListing(subject);
+    if (this.options.offline) return cached() ?? this.throwOfflineMiss(subject);
+    try {
+      return await this.fetchTree(subject, opts.signal);
+    } catch (error) {
+      return this.fallBackToCache(error, cached(), subject);
+    }
+  }
+
+  /** The cached path of a file if it is fully in the cache (no network), else null. */
+  cachedFile(repo: string, file: string, revision: string = DEFAULT_REVISION): string | null {
+    validateSubject({ repo, file, revision });
+    const snapshotDir = this.snapshotDir(repo, revision);
+    if (snapshotDir === null) return null;
+    const filePath = path.join(snapshotDir, ...file.split('/'));
+    // existsSync follows the link: a snapshot entry whose blob is missing is not a cached file
+    return fs.existsSync(filePath) ? filePath : null;
+  }
+
+  /** Every repo in the cache with the files of its newest snapshot. */
+  cachedRepos(): HubCachedRepo[] {
+    return readdirOrEmpty(this.options.cacheDir)
+      .filter((folder) => folder.startsWith(REPO_FOLDER_PREFIX))
+      .flatMap((folder) => {
+        const snapshotsDir = path.join(this.options.cacheDir, folder, 'snapshots');
+        const newest = readdirOrEmpty(snapshotsDir)
+          .map((commit) => ({ dir: path.join(snapshotsDir, commit), mtime: fs.statSync(path.join(snapshotsDir, commit)).mtimeMs }))
+          .sort((a, b) => b.mtime - a.mtime)[0];
+        const files = newest ? listSnapshotFiles(newest.dir) : [];
+        return files.length > 0 ? [{ repo: folder.slice(REPO_FOLDER_PREFIX.length).split('--').join('/'), files }] : [];
+      })
+      .sort((a, b) => a.repo.localeCompare(b.repo));
+  }
+
+  private repoDir(repo: string): string {
+    return path.join(this.options.cacheDir, REPO_FOLDER_PREFIX + repo.split('/').join('--'));
+  }
+
+  /** The snapshot folder a revision points to (a commit sha directly, a branch or tag through refs/), if cached. */
+  private snapshotDir(repo: string, revision: string): string | null {
+    const repoDir = this.repoDir(repo);
+    const commit = COMMIT_SHA.test(revision) ? revision : readRef(repoDir, revision);
+    if (commit === null || !SAFE_FILE_NAME.test(commit)) return null;
+    const dir = path.join(repoDir, 'snapshots', commit);
+    return fs.existsSync(dir) ? dir : null;
+  }
+
+  private cachedListing(subject: Subject): HubFile[] | null {
+    const snapshotDir = this.snapshotDir(subject.repo, subject.revision);
+    if (snapshotDir === null) return null;
+    return listSnapshotFiles(snapshotDir).map((relative) => {
+      const filePath = path.join(snapshotDir, ...relative.split('/'));
+      const size = fs.statSync(filePath).size;
+      const blobName = path.basename(fs.realpathSync(filePath));
+      return SHA256_HEX.test(blobName) ? { path: relative, size, lfs: { oid: blobName, size } } : { path: relative, size };
+    });
+  }
+
+  private throwOfflineMiss(subject: Subject): never {
+    throw new HubError(
+      'offline',
+      `${subjectName(subject)} is not in the Hugging Face cache (${this.options.cacheDir}) and offline mode is on (HF_HUB_OFFLINE=1 or --offline): ` +
+        'run once without offline mode to download it, or point HF_HUB_CACHE/HF_HOME at a cache that has it',
+    );
+  }
+
+  /** Like the Python tools: when the hub cannot be reached, a cached copy is still good enough. */
+  private fallBackToCache<T>(error: unknown, cached: T | null, subject: Subject): T {
+    if (!(error instanceof HubError) || error.kind !== 'network' || cached === null) throw error;
+    this.options.logger?.warn(
+      { repo: subject.repo, file: subject.file, reason: error.message },
+      `hub unreachable, using the cached copy of ${subjectName(subject)}`,
+    );
+    return cached;
+  }
+
+  private async fetchFileMetadata(subject: Subject, signal: AbortSignal | undefined): Promise<FileMetadata> {
+    const file = subject.file ?? '';
+    const resolveUrl = `${this.endpoint}/${subject.repo}/resolve/${encodeURIComponent(subject.revision)}/${file.split('/').map(encodeURIComponent).join('/')}`;
+    // Stop at the hub's own answer (it carries X-Repo-Commit): the CDN an LFS redirect points to knows nothing of the repo.
+    const { response, url } = await this.request(resolveUrl, { method: 'HEAD', signal, followRedirect: (r) => !r.headers.has('x-repo-commit') }, subject);
+    const headers = response.headers;
+    const commit = headers.get('x-repo-commit');
+    const etag = (headers.get('x-linked-etag') ?? headers.get('etag'))?.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+    const size = Number(headers.get('x-linked-size') ?? headers.get('content-length') ?? Number.NaN);
+    if (!commit || !SAFE_FILE_NAME.test(commit) || !etag || !SAFE_FILE_NAME.test(etag) || !Number.isSafeInteger(size) || size < 0) {
+      throw new HubError(
+        'network',
+        `${this.endpoint} did not answer like a Hugging Face hub for ${subjectName(subject)} (no usable X-Repo-Commit, ETag or size)`,
+      );
+    }
+    const location = headers.get('location');
+    return { commit, etag, size, downloadUrl: location ? new URL(location, url).href : url };
+  }
+
+  private async fetchTree(subject: Subject, signal: AbortSignal | undefined): Promise<HubFile[]> {
+    const files: HubFile[] = [];
+    let pageUrl: string | null = `${this.endpoint}/api/models/${subject.repo}/tree/${encodeURIComponent(subject.revision)}?recursive=true`;
+    while (pageUrl !== null) {
+      const { response } = await this.request(pageUrl, { method: 'GET', signal }, subject);
+      let entries: unknown;
+      try {
+        entries = await response.json();
+      } catch (error) {
+        throw this.toHubError(error, signal, subject);
+      }
+      if (!Array.isArray(entries))
+        throw new HubError('network', `${this.endpoint} answered the file list of ${subjectName(subject)} with something other than a list`);
+      for (const entry of entries as TreeEntry[]) {
+        if (entry.type === 'file')
+          files.push({ path: entry.path, size: entry.size, ...(entry.lfs ? { lfs: { oid: entry.lfs.oid, size: entry.lfs.size } } : {}) });
+      }
+      // Large repos are paginated: `Link: <...>; rel="next"`
+      const next = /<([^>]+)>;\s*rel="next"/.exec(response.headers.get('link') ?? '')?.[1];
+      pageUrl = next ? new URL(next, pageUrl).href : null;
+    }
+    return files;
+  }
+
+  /**
+   * fetch with redirects followed by hand so that the token only ever goes to the endpoint's origin.
+   * HTTP errors become HubErrors; the answer is a 2xx, or a redirect that `followRedirect` declined.
+   */
+  private async request(
+    url: string,
+    init: { method: 'GET' | 'HEAD'; headers?: Record<string, string>; signal: AbortSignal | undefined; followRedirect?: (response: Response) => boolean },
+    subject: Subject,
+  ): Promise<{ response: Response; url: string }> {
+    let current = url;
+    for (let redirects = 0; ; redirects++) {
+      const sameOrigin = new URL(current).origin === this.endpointOrigin;
+      const headers: Record<string, string> = {
+        'User-Agent': 'voxd',
+        // Sizes and hashes are those of the raw bytes
+        'Accept-Encoding': 'identity',
+        ...init.headers,
+        ...(this.options.token && sameOrigin ? { Authorization: `Bearer ${this.options.token}` } : {}),
+      };
+      let response: Response;
+      try {
+        response = await fetch(current, { method: init.method, headers, redirect: 'manual', signal: init.signal ?? null });
+      } catch (error) {
+        throw this.toHubError(error, init.signal, subject);
+      }
+      const location = response.headers.get('location');
+      if (REDIRECT_STATUSES.has(response.status) && location && (init.followRedirect?.(response) ?? true)) {
+        await response.body?.cancel();
+        if (redirects === MAX_REDIRECTS) throw new HubError('network', `too many redirects fetching ${subjectName(subject)} from ${this.endpoint}`);
+        current = new URL(location, current).href;
+        continue;
+      }
+      if (response.status >= 400) {
+        await response.body?.cancel();
+        throw this.statusError(response, subject);
+      }
+      return { response, url: current };
+    }
+  }
+
+  private statusError(response: Response, subject: Subject): HubError {
+    const { status } = response;
+    const hubMessage = response.headers.get('x-error-message');
+    const detail = hubMessage ? ` (hub: ${hubMessage})` : '';
+    if (status === 401 || status === 403) {
+      const advice = this.options.token ? 'HF_TOKEN is set but does not grant access to it' : 'set HF_TOKEN to a token that can read it';
+      return new HubError(
+        'unauthorized',
+        `access to ${subject.repo} on ${this.endpoint} was refused (${status}): the repository is private or gated, or does not exist; ${advice}${detail}`,
+        { status },
+      );
+    }
+    if (status === 404) {
+      const message: Record<string, string> = {
+        RepoNotFound: `repository ${subject.repo} not found on ${this.endpoint}`,
+        EntryNotFound: `file ${subject.file ?? ''} not found in repository ${subject.repo} at revision ${subject.revision}`,
+        RevisionNotFound: `revision ${subject.revision} not found in repository ${subject.repo}`,
+      };
+      const code = response.headers.get('x-error-code') ?? '';
+      return new HubError('not_found', `${message[code] ?? `${subjectName(subject)} not found on ${this.endpoint}`}${detail}`, { status });
+    }
+    return new HubError('network', `${this.endpoint} answered ${status} for ${subjectName(subject)}${detail}`, { status });
+  }
+
+  private toHubError(error: unknown, signal: AbortSignal | undefined, subject: Subject): HubError {
+    if (error instanceof HubError) return error;
+    if (signal?.aborted) return new HubError('aborted', `download of ${subjectName(subject)} was aborted`, { cause: error });
+    return new HubError('network', `request to ${this.endpoint} for ${subjectName(subject)} failed: ${causeMessage(error)}`, { cause: error });
+  }
+
+  /** Joins the transfer of this blob already under way in this process, or starts it. */
+  private shareDownload(download: BlobDownload, signal: AbortSignal | undefined): Promise<void> {
+    let shared = inFlightDownloads.get(download.blobPath);
+    if (shared === undefined || shared.controller.signal.aborted) {
+      // A transfer every caller gave up on may still be winding down: start after it, never two writers on one .incomplete
+      const previous = shared?.promise.catch(() => undefined) ?? Promise.resolve();
+      const controller = new AbortController();
+      const promise: Promise<void> = previous
+        .then(() => this.downloadBlob(download, controller.signal))
+        .finally(() => {
+          if (inFlightDownloads.get(download.blobPath)?.promise === promise) inFlightDownloads.delete(download.blobPath);
+        });
+      shared = { promise, controller, waiters: 0 };
+      inFlightDownloads.set(download.blobPath, shared);
+    }
+    return waitForShared(shared, signal, download.subject);
+  }
+
+  /** Downloads into `{etag}.incomplete` (resuming what is there), verifies, then renames into place. */
+  private async downloadBlob(download: BlobDownload, signal: AbortSignal): Promise<void> {
+    if (fs.existsSync(download.blobPath)) return;
+    await fsp.mkdir(path.dirname(download.blobPath), { recursive: true });
+    const incompletePath = `${download.blobPath}.incomplete`;
+    const partialSize = await sizeOf(incompletePath);
+    if (partialSize !== download.size) {
+      // A partial file longer than the blob cannot be a prefix of it: start over
+      const offset = partialSize !== null && partialSize < download.size ? partialSize : 0;
+      await this.transfer(download, incompletePath, offset, signal);
+    }
+    await verifyDownload(download, incompletePath);
+    await fsp.rename(incompletePath, download.blobPath);
+  }
+
+  private async transfer(download: BlobDownload, incompletePath: string, offset: number, signal: AbortSignal): Promise<void> {
+    const { subject } = download;
+    const { response } = await this.request(download.url, { method: 'GET', signal, headers: offset > 0 ? { Range: `bytes=${offset}-` } : {} }, subject);
+    // A server that ignores Range answers 200 with the whole file: start over
+    const resumeFrom = response.status === 206 ? offset : 0;
+    const progress = new DownloadProgress(this.options, download, resumeFrom);
+    const handle = await fsp.open(incompletePath, resumeFrom > 0 ? 'a' : 'w');
+    let written = resumeFrom;
+    try {
+      for await (const chunk of response.body ?? []) {
+        await handle.write(chunk);
+        written += chunk.byteLength;
+        if (written > download.size) break; // verifyDownload rejects it; no need to take in more
+        progress.update(written);
+      }
+      await handle.sync();
+      progress.finish(written);
+    } catch (error) {
+      if (signal.aborted) throw this.toHubError(error, signal, subject);
+      throw new HubError(
+        'network',
+        `download of ${subjectName(subject)} was interrupted after ${written} of ${download.size} bytes (${causeMessage(error)}); ` +
+          'the partial file is kept and the next attempt resumes from there',
+        { cause: error },
+      );
+    } finally {
+      progress.clearBar();
+      await handle.close();
+    }
+  }
+}
+
+function validateSubject(subject: Subject): void {
+  if (!REPO_ID.test(subject.repo) || subject.repo.includes('--') || subject.repo.includes('..')) {
+    throw new HubError('not_found', `invalid repository id ${JSON.stringify(subject.repo)}: expected owner/name`);
+  }
+  for (const [what, value] of [
+    ['file path', subject.file],
+    ['revision', subject.revision],
+  ] as const) {
+    // Both become paths inside the cache (snapshots/, refs/)
+    if (value !== undefined && !value.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..' && !/[\\\0]/.test(segment))) {
+      throw new HubError('not_found', `invalid ${what} ${JSON.stringify(value)} in repository ${subject.repo}`);
+    }
+  }
+}
+
+function subjectName(subject: Subject): string {
+  const name = subject.file === undefined ? subject.repo : `${subject.repo}/${subject.file}`;
+  return subject.revision === DEFAULT_REVISION ? name : `${name}@${subject.revision}`;
+}
+
+function causeMessage(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+function isNotFound(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+}
+
+function readdirOrEmpty(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch (error) {
+    if (isNotFound(error)) return [];
+    throw error;
+  }
+}
+
+function readRef(repoDir: string, revision: string): string | null {
+  try {
+    return fs.readFileSync(path.join(repoDir, 'refs', ...revision.split('/')), 'utf8').trim();
+  } catch (error) {
+    if (isNotFound(error)) return null;
+    throw error;
+  }
+}
+
+async function sizeOf(file: string): Promise<number | null> {
+  try {
+    return (await fsp.stat(file)).size;
+  } catch (error) {
+    if (isNotFound(error)) return null;
+    throw error;
+  }
+}
+
+/** Relative ('/'-separated) paths of the files in a snapshot whose blob is present. */
+function listSnapshotFiles(snapshotDir: string): string[] {
+  return fs
+    .readdirSync(snapshotDir, { recursive: true, encoding: 'utf8' })
+    .filter((relative) => fs.statSync(path.join(snapshotDir, relative), { throwIfNoEntry: false })?.isFile() ?? false)
+    .map((relative) => relative.split(path.sep).join('/'))
+    .sort();
+}
+
+/** Creates `target` under a temporary name, then renames it into place: readers never see it half made. */
+async function replaceAtomically(target: string, write: (temporary: string) => Promise<void>): Promise<void> {
+  await fsp.mkdir(path.dirname(target), { recursive: true });
+  const temporary = `${target}.${randomUUID()}.tmp`;
+  try {
+    await write(temporary);
+    await fsp.rename(temporary, target);
+  } catch (error) {
+    await fsp.rm(temporary, { force: true });
+    throw error;
+  }
+}
+
+/** snapshots/{commit}/{path} → a relative link into blobs/, as the Python tools make it. */
+async function linkSnapshot(snapshotPath: string, blobPath: string): Promise<void> {
+  const target = path.relative(path.dirname(snapshotPath), blobPath);
+  const existing = await fsp.readlink(snapshotPath).catch(() => null);
+  if (existing !== target) await replaceAtomically(snapshotPath, (temporary) => fsp.symlink(target, temporary));
+}
+
+async function writeRef(repoDir: string, revision: string, commit: string): Promise<void> {
+  if (readRef(repoDir, revision) !== commit) {
+    await replaceAtomically(path.join(repoDir, 'refs', ...revision.split('/')), (temporary) => fsp.writeFile(temporary, commit));
+  }
+}
+
+/** Size then (LFS files) sha256 against what the hub announced; a mismatching file is deleted, it would never become valid. */
+async function verifyDownload(download: BlobDownload, incompletePath: string): Promise<void> {
+  const size = (await sizeOf(incompletePath)) ?? 0;
+  if (size < download.size) {
+    throw new HubError(
+      'network',
+      `download of ${subjectName(download.subject)} ended after ${size} of ${download.size} bytes; the partial file is kept and the next attempt resumes from there`,
+    );
+  }
+  let mismatch: string | null = null;
+  if (size > download.size) {
+    mismatch = `${size} bytes instead of the ${download.size} the hub announced`;
+  } else if (download.sha256 !== undefined) {
+    const actual = await sha256OfFile(incompletePath);
+    if (actual !== download.sha256) mismatch = `sha256 ${actual} instead of the ${download.sha256} the hub announced`;
+  }
+  if (mismatch !== null) {
+    await fsp.rm(incompletePath, { force: true });
+    throw new HubError('integrity', `downloaded ${subjectName(download.subject)} is corrupt (${mismatch}); it was deleted, try again`);
+  }
+}
+
+async function sha256OfFile(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Settles with the shared transfer, or rejects at once when this caller's signal aborts. */
+function waitForShared(shared: SharedDownload, signal: AbortSignal | undefined, subject: Subject): Promise<void> {
+  shared.waiters++;
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const settle = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      shared.waiters--;
+      signal?.removeEventListener('abort', onAbort);
+      outcome();
+    };
+    const onAbort = (): void =>
+      settle(() => {
+        if (shared.waiters === 0) shared.controller.abort();
+        reject(new HubError('aborted', `download of ${subjectName(subject)} was aborted`));
+      });
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    shared.promise.then(
+      () => settle(resolve),
+      (error: unknown) => settle(() => reject(error)),
+    );
+  });
+}
+
+function formatBytes(bytes: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
+}
+
+/** Log lines at start, every ~2 s and at the end; a bar on stderr when asked for and stderr is a terminal. */
+class DownloadProgress {
+  private readonly logger: HubLogger | undefined;
+  private readonly drawBar: boolean;
+  private readonly fields: { repo: string; file: string | undefined };
+  private readonly label: string;
+  private readonly startedAt = Date.now();
+  private lastLogAt = this.startedAt;
+  private lastDrawAt = 0;
+  private barDrawn = false;
+
+  constructor(
+    options: HubOptions,
+    private readonly download: BlobDownload,
+    private readonly resumeFrom: number,
+  ) {
+    this.logger = options.logger;
+    this.drawBar = options.progressBar === true && process.stderr.isTTY === true;
+    this.fields = { repo: download.subject.repo, file: download.subject.file };
+    this.label = subjectName(download.subject);
+    const resuming = resumeFrom > 0 ? `, resuming at ${formatBytes(resumeFrom)}` : '';
+    this.logger?.info({ ...this.fields, bytes: download.size, resumeFrom }, `downloading ${this.label} (${formatBytes(download.size)}${resuming})`);
+  }
+
+  update(received: number): void {
+    const now = Date.now();
+    const percent = this.download.size > 0 ? Math.floor((received * 100) / this.download.size) : 100;
+    if (now - this.lastLogAt >= PROGRESS_LOG_INTERVAL_MS) {
+      this.lastLogAt = now;
+      this.logger?.info(
+        { ...this.fields, received, bytes: this.download.size, percent },
+        `downloading ${this.label}: ${percent}% (${formatBytes(received)} of ${formatBytes(this.download.size)})`,
+      );
+    }
+    if (this.drawBar && now - this.lastDrawAt >= PROGRESS_BAR_INTERVAL_MS) {
+      this.lastDrawAt = now;
+      this.barDrawn = true;
+      const filled = Math.round((percent / 100) * PROGRESS_BAR_WIDTH);
+      const bar = '#'.repeat(filled) + '.'.repeat(PROGRESS_BAR_WIDTH - filled);
+      process.stderr.write(
+        `\r\x1b[K${this.label} [${bar}] ${percent}% ${formatBytes(received)}/${formatBytes(this.download.size)} ${this.rate(received, now)}`,
+      );
+    }
+  }
+
+  finish(received: number): void {
+    const now = Date.now();
+    this.logger?.info(
+      { ...this.fields, bytes: received, seconds: (now - this.startedAt) / 1000 },
+      `downloaded ${this.label} (${formatBytes(received)}, ${this.rate(received, now)})`,
+    );
+  }
+
+  clearBar(): void {
+    if (this.barDrawn) process.stderr.write('\r\x1b[K');
+  }
+
+  private rate(received: number, now: number): string {
+    const seconds = Math.max((now - this.startedAt) / 1000, 0.001);
+    return `${formatBytes((received - this.resumeFrom) / seconds)}/s`;
+  }
+}
