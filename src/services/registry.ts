@@ -193,7 +193,7 @@ export class ModelRegistry {
           created.model = model;
           created.created = Math.floor(Date.now() / 1000);
           this.options.metrics.modelLoads.inc({ outcome: 'ok' });
-          this.enforceLimit();
+          this.enforceLimit(created);
           return model;
         },
         (error: unknown) => {
@@ -285,15 +285,18 @@ export class ModelRegistry {
     entry.refs -= 1;
     entry.lastUsed = Date.now();
     if (entry.refs === 0 && entry.retired) void this.dispose(entry);
-    else this.enforceLimit();
+    else this.enforceLimit(entry);
   }
 
-  /** LRU: beyond --max-loaded-models, frees the least recently used models that no request holds. */
-  private enforceLimit(): void {
+  /**
+   * LRU: beyond --max-loaded-models, frees the least recently used models that no request holds. `current`
+   * (just loaded or just used) is the most recent one and always stays.
+   */
+  private enforceLimit(current: Entry): void {
     const { maxLoaded } = this.options;
     if (maxLoaded <= 0) return;
     const loaded = [...this.entries.values()].filter((e) => e.model);
-    const evictable = loaded.filter((e) => e.refs === 0 && !e.pinned).sort((a, b) => a.lastUsed - b.lastUsed);
+    const evictable = loaded.filter((e) => e !== current && e.refs === 0 && !e.pinned).sort((a, b) => a.lastUsed - b.lastUsed);
     for (let excess = loaded.length - maxLoaded; excess > 0 && evictable.length > 0; excess--) {
       this.evict(evictable.shift() as Entry, 'lru');
     }
