@@ -17,7 +17,7 @@ export function mountModelRoutes(http: HttpServer, { registry }: RouteContext): 
   });
 
   http.route('GET', '/v1/models/*', (req, reply) => {
-    reply.json(registry.describe(decodeURIComponent(req.params['*'] ?? '')));
+    reply.json(registry.describe(req.params['*'] ?? ''));
   });
 
   http.route('POST', '/v1/models', async (req, reply) => {

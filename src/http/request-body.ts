@@ -1,0 +1,98 @@
+/**
+ * A request body as uWS delivers it. uWS hands out body chunks only to a data handler attached synchronously in the
+ * request handler, so every body is captured from the start and queued until the route reads it; a queue that
+ * grows past a threshold pauses the socket, so an unread upload does not fill memory.
+ */
+import { ApiError } from './errors.js';
+import type { GuardedResponse } from './guarded-response.js';
+
+/** Bytes queued beyond which the socket stops reading until the reader catches up. */
+const PAUSE_ABOVE_BYTES = 1024 * 1024;
+
+export class RequestBody {
+  readonly #response: GuardedResponse;
+  readonly #declaredLength: number | null;
+  #complete: boolean;
+  #queue: Buffer[] = [];
+  #queuedBytes = 0;
+  #paused = false;
+  #reading = false;
+  /** Set once the reader stopped: later chunks are dropped. */
+  #discarding = false;
+  #wakeReader: (() => void) | null = null;
+
+  /** `declaredLength`: the Content-Length, if any; `chunked`: whether Transfer-Encoding is chunked. */
+  constructor(response: GuardedResponse, declaredLength: number | null, chunked: boolean) {
+    this.#response = response;
+    this.#declaredLength = declaredLength;
+    // without either header a request has no body (and uWS reports its empty end only after the handler returned)
+    this.#complete = !chunked && !declaredLength;
+    response.signal.addEventListener('abort', () => this.#wake(), { once: true });
+  }
+
+  /** Whether the whole body arrived (the connection can serve another request). */
+  get complete(): boolean {
+    return this.#complete;
+  }
+
+  /** The uWS data handler: the chunk's memory is reused after this call, so it is copied. */
+  push(chunk: ArrayBuffer, isLast: boolean): void {
+    if (isLast) this.#complete = true;
+    // nobody reads a body once its reader stopped or the response is over
+    if (!this.#discarding && this.#response.open && chunk.byteLength > 0) {
+      this.#queue.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+      this.#queuedBytes += chunk.byteLength;
+      if (!isLast && !this.#paused && this.#queuedBytes > PAUSE_ABOVE_BYTES) {
+        this.#paused = true;
+        this.#response.use((res) => res.pause());
+      }
+    }
+    this.#wake();
+  }
+
+  /**
+   * The body's chunks, once. Throws 413 when the declared length or the bytes received pass `limitBytes`, and the
+   * abort reason when the client disconnects. Stopping early drops the rest of the body.
+   */
+  async *read(limitBytes: number): AsyncGenerator<Buffer, void, undefined> {
+    if (this.#reading) throw new Error('the request body can be read only once');
+    this.#reading = true;
+    try {
+      if (this.#declaredLength !== null && this.#declaredLength > limitBytes) throw tooLarge(limitBytes);
+      let received = 0;
+      for (;;) {
+        const chunk = this.#queue.shift();
+        if (chunk) {
+          this.#queuedBytes -= chunk.byteLength;
+          received += chunk.byteLength;
+          if (received > limitBytes) throw tooLarge(limitBytes);
+          yield chunk;
+        } else if (this.#response.aborted) {
+          throw this.#response.signal.reason;
+        } else if (this.#complete) {
+          return;
+        } else {
+          if (this.#paused) {
+            this.#paused = false;
+            this.#response.use((res) => res.resume());
+          }
+          await new Promise<void>((resolve) => (this.#wakeReader = resolve));
+        }
+      }
+    } finally {
+      this.#discarding = true;
+      this.#queue = [];
+      this.#queuedBytes = 0;
+    }
+  }
+
+  #wake(): void {
+    const wake = this.#wakeReader;
+    this.#wakeReader = null;
+    wake?.();
+  }
+}
+
+function tooLarge(limitBytes: number): ApiError {
+  return new ApiError('payload_too_large', `Request body exceeds the limit of ${limitBytes} bytes`);
+}

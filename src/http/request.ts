@@ -1,0 +1,89 @@
+/**
+ * What a route sees of a request: everything uWS offers is copied while its request object is valid (during the
+ * synchronous part of the uWS handler), and the body is read through size-limited, validating helpers.
+ */
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import { ApiError } from './errors.js';
+import { parseMultipart, type MultipartForm, type MultipartLimits } from './multipart.js';
+import type { RequestBody } from './request-body.js';
+import type { UwsRequest } from './uws.js';
+import { validate } from './validate.js';
+
+export interface RequestHead {
+  method: string;
+  path: string;
+  rawQuery: string;
+  /** Lower-case names; repeated headers joined with `, `. */
+  headers: Record<string, string>;
+}
+
+/** Copies what the request offers; the uWS request is invalid once its handler returns. */
+export function readRequestHead(req: UwsRequest): RequestHead {
+  const headers: Record<string, string> = Object.create(null);
+  req.forEach((name, value) => {
+    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+  });
+  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery(), headers };
+}
+
+const SANE_REQUEST_ID = /^[\w.:@/+=-]{1,200}$/;
+
+export class HttpRequest {
+  readonly method: string;
+  /** The path as sent (percent-encoded); route parameters in `params` are decoded. */
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly params: Readonly<Record<string, string>>;
+  /** The client's `x-request-id` when it is sane, else a generated one; echoed on the response. */
+  readonly id: string;
+  /** Aborted when the client disconnects before the response completed. */
+  readonly signal: AbortSignal;
+  readonly #body: RequestBody;
+
+  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, signal: AbortSignal) {
+    this.method = head.method;
+    this.path = head.path;
+    this.query = new URLSearchParams(head.rawQuery);
+    this.headers = head.headers;
+    this.params = params;
+    const clientId = head.headers['x-request-id'];
+    this.id = clientId !== undefined && SANE_REQUEST_ID.test(clientId) ? clientId : randomUUID();
+    this.signal = signal;
+    this.#body = body;
+  }
+
+  header(name: string): string | undefined {
+    return this.headers[name.toLowerCase()];
+  }
+
+  /** The whole body; 413 as soon as it passes `limitBytes` (at once when Content-Length says so). */
+  async body(limitBytes: number): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of this.#body.read(limitBytes)) chunks.push(chunk);
+    return Buffer.concat(chunks);
+  }
+
+  /** A JSON body validated by `schema`: 415 for another content type, 400 `invalid_json` or `invalid_request`. */
+  async json<S extends z.ZodType>(schema: S, limitBytes: number): Promise<z.output<S>> {
+    const contentType = this.header('content-type');
+    if (!contentType || !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
+      throw new ApiError('unsupported_media_type', `Expected application/json, got ${contentType || 'no content type'}`);
+    }
+    const text = (await this.body(limitBytes)).toString('utf8');
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      const reason = text.trim() === '' ? 'the body is empty' : (error as Error).message;
+      throw new ApiError('invalid_json', `Malformed JSON body: ${reason}`);
+    }
+    return validate(schema, value);
+  }
+
+  /** A multipart/form-data body (415 for another content type, 400 when malformed, 413 past the limits). */
+  multipart(limits: MultipartLimits): Promise<MultipartForm> {
+    return parseMultipart(this.header('content-type'), (limitBytes) => this.#body.read(limitBytes), limits);
+  }
+}

@@ -1,0 +1,182 @@
+/**
+ * The HTTP server: one uWS catch-all handler feeds the router, so that 404, 405, preflights, CORS, request ids,
+ * error envelopes and the per-request hook live in one place and route handlers never see uWS objects.
+ */
+import { performance } from 'node:perf_hooks';
+import { corsHeaders, preflightHeaders } from './cors.js';
+import { ApiError } from './errors.js';
+import { GuardedResponse } from './guarded-response.js';
+import { HttpReply } from './reply.js';
+import { RequestBody } from './request-body.js';
+import { HttpRequest, readRequestHead } from './request.js';
+import { Router, type RouteMatch } from './router.js';
+import { uws, type UwsApp, type UwsListenSocket, type WebSocketBehavior } from './uws.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** Answers through `reply` before returning (or settling); a thrown ApiError becomes its envelope. */
+export type RouteHandler = (req: HttpRequest, reply: HttpReply) => Promise<void> | void;
+
+/** The part of a pino logger the server uses. */
+export interface HttpLogger {
+  error(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+}
+
+export interface ResponseInfo {
+  id: string;
+  method: string;
+  /** The matched route pattern (e.g. `/v1/models/*`), or `unmatched` when no route has the path. */
+  route: string;
+  /** 499 when the client disconnected before a response began. */
+  status: number;
+  ms: number;
+  /** Body bytes handed to the connection. */
+  bytes: number;
+  aborted: boolean;
+}
+
+export interface HttpServerOptions {
+  logger: HttpLogger;
+  /** Origins whose pages may read responses; `['*']` (the default) for any. */
+  allowedOrigins?: readonly string[];
+  /** Called once per request, when its response completed or the connection was aborted. */
+  onResponse?: (info: ResponseInfo) => void;
+}
+
+export interface HttpServer {
+  route(method: HttpMethod, pattern: string, handler: RouteHandler): void;
+  /** uWS WebSocket routes, passed through as they are. */
+  ws<UserData>(pattern: string, behavior: WebSocketBehavior<UserData>): void;
+  /** Resolves with the bound port (port 0 picks a free one). */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Stops accepting connections and waits for in-flight requests; those still running after `timeoutMs` are
+   * aborted. Then every remaining connection is closed.
+   */
+  close(timeoutMs?: number): Promise<void>;
+  readonly inFlight: number;
+}
+
+const CLIENT_CLOSED_REQUEST = 499;
+
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { logger } = options;
+  const allowedOrigins = options.allowedOrigins ?? ['*'];
+  const app = uws.App() as UwsApp;
+  const router = new Router<RouteHandler>();
+  const inFlight = new Set<HttpReply>();
+  let idleWaiters: (() => void)[] = [];
+  let listenSocket: UwsListenSocket | null = null;
+  let closing: Promise<void> | null = null;
+
+  app.any('/*', (res, req) => {
+    // uWS invalidates `req` when this function returns and delivers the body only to a data handler set now
+    const head = readRequestHead(req);
+    const declaredLength = Number.parseInt(head.headers['content-length'] ?? '', 10);
+    const response = new GuardedResponse(res, (chunk, isLast) => body.push(chunk, isLast));
+    const chunked = /\bchunked\b/i.test(head.headers['transfer-encoding'] ?? '');
+    const body = new RequestBody(response, Number.isFinite(declaredLength) ? declaredLength : null, chunked);
+    const match = router.match(head.method, head.path);
+    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, response.signal);
+    const reply = new HttpReply(response, {
+      baseHeaders: { 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.header('origin')) },
+      closeConnection: () => closing !== null || !body.complete,
+    });
+    void handle(match, request, reply);
+  });
+
+  async function handle(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply): Promise<void> {
+    const started = performance.now();
+    inFlight.add(reply);
+    try {
+      if (closing) throw new ApiError('shutting_down', 'The server is shutting down');
+      await dispatch(match, request, reply);
+    } catch (error) {
+      fail(error, request, reply);
+    }
+    await reply.done;
+    inFlight.delete(reply);
+    if (inFlight.size === 0) for (const resolve of idleWaiters.splice(0)) resolve();
+    try {
+      options.onResponse?.({
+        id: request.id,
+        method: request.method,
+        route: match.kind === 'found' ? match.route.pattern : match.kind === 'method_not_allowed' ? match.pattern : 'unmatched',
+        status: reply.aborted && !reply.sent ? CLIENT_CLOSED_REQUEST : reply.statusCode,
+        ms: performance.now() - started,
+        bytes: reply.bytesSent,
+        aborted: reply.aborted,
+      });
+    } catch (error) {
+      logger.error({ err: error, requestId: request.id }, 'onResponse hook failed');
+    }
+  }
+
+  async function dispatch(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply): Promise<void> {
+    if (match.kind === 'not_found') throw new ApiError('not_found', `No route for ${request.method} ${request.path}`);
+    if (match.kind === 'method_not_allowed') {
+      const allowed = [...match.allowed, 'OPTIONS'];
+      if (request.method === 'OPTIONS') {
+        for (const [name, value] of Object.entries(preflightHeaders(allowed, request.header('access-control-request-headers')))) reply.header(name, value);
+        return reply.status(204).end();
+      }
+      throw new ApiError('method_not_allowed', `Method ${request.method} is not allowed for ${request.path}`, { headers: { allow: allowed.join(', ') } });
+    }
+    await match.route.handler(request, reply);
+    if (reply.aborted || (reply.sent && !reply.streaming)) return;
+    throw new Error(`the handler of ${match.route.method} ${match.route.pattern} returned without ${reply.streaming ? 'ending its stream' : 'responding'}`);
+  }
+
+  function fail(error: unknown, request: HttpRequest, reply: HttpReply): void {
+    const context = { err: error, requestId: request.id, method: request.method, path: request.path };
+    const reportsAbort = error instanceof Error && error.name === 'AbortError';
+    if (!(error instanceof ApiError) && !(reply.aborted && reportsAbort)) logger.error(context, 'request failed');
+    else if (reply.sent && !reply.aborted) logger.warn(context, 'request failed after its response began; connection aborted');
+    reply.error(ApiError.from(error)); // a no-op once the client is gone
+  }
+
+  return {
+    route(method, pattern, handler) {
+      router.add(method, pattern, handler);
+    },
+
+    ws(pattern, behavior) {
+      app.ws(pattern, behavior);
+    },
+
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        if (closing || listenSocket) return reject(new Error('the server is already listening or closed'));
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`cannot listen on ${host}:${port} (address in use, or not permitted)`));
+          listenSocket = socket;
+          resolve(uws.us_socket_local_port(socket));
+        });
+      });
+    },
+
+    close(timeoutMs = 10_000) {
+      closing ??= (async () => {
+        if (listenSocket) uws.us_listen_socket_close(listenSocket);
+        listenSocket = null;
+        const idle = new Promise<void>((resolve) => (inFlight.size === 0 ? resolve() : idleWaiters.push(resolve)));
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = await Promise.race([idle.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, timeoutMs, true)))]);
+        clearTimeout(timer);
+        if (timedOut) {
+          logger.warn({ requests: inFlight.size, timeoutMs }, 'aborting requests still running at shutdown');
+          for (const reply of inFlight) reply.abort();
+        }
+        idleWaiters = [];
+        app.close();
+      })();
+      return closing;
+    },
+
+    get inFlight() {
+      return inFlight.size;
+    },
+  };
+}

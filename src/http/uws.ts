@@ -1,0 +1,32 @@
+/**
+ * The uWebSockets.js native binary, loaded explicitly: the package's own loader silently falls back to a slow
+ * pure-JS implementation when the binary does not load, which we never want.
+ */
+import { createRequire } from 'node:module';
+import type * as Uws from '@trufflesuite/uws-js-unofficial';
+
+export type {
+  HttpRequest as UwsRequest,
+  HttpResponse as UwsResponse,
+  us_listen_socket as UwsListenSocket,
+  WebSocket,
+  WebSocketBehavior,
+} from '@trufflesuite/uws-js-unofficial';
+
+/** `close()` (closes every socket of the app) exists in the native binary but is missing from the bundled typings. */
+export type UwsApp = Uws.TemplatedApp & { close(): void };
+
+function loadNativeBinary(): typeof Uws {
+  const binary = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
+  try {
+    return createRequire(import.meta.url)(`@trufflesuite/uws-js-unofficial/binaries/${binary}`) as typeof Uws;
+  } catch (error) {
+    throw new Error(
+      `uWebSockets.js cannot run on ${process.platform}-${process.arch} with Node ${process.version} (ABI ${process.versions.modules}): ` +
+        `its native binary ${binary} is missing or does not load (${error instanceof Error ? error.message : String(error)})`,
+      { cause: error },
+    );
+  }
+}
+
+export const uws = loadNativeBinary();
