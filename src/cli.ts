@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { ConfigError, DEFAULT_VAD_MODEL, resolveConfig, type Config } from './config.js';
-import { createLogger, flushLogger } from './logger.js';
+import { createLogger, closeLogger } from './logger.js';
 import { NativeLoadError } from './native/addon.js';
 import { startServer } from './server.js';
 
@@ -88,7 +88,7 @@ async function serve(config: Config): Promise<void> {
   try {
     server = await startServer(config, logger);
   } catch (error) {
-    await flushLogger(logger);
+    await closeLogger(logger);
     if (error instanceof NativeLoadError) fail(error.message, 1);
     const message = error instanceof Error ? error.message : String(error);
     fail(`voxd: cannot start: ${message}`, 1);
@@ -103,7 +103,7 @@ async function serve(config: Config): Promise<void> {
     logger.info({ signal }, 'signal received');
     server
       .close()
-      .then(() => flushLogger(logger))
+      .then(() => closeLogger(logger))
       .then(() => process.exit(0));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -32,13 +32,24 @@ export function createLogger(options: LoggerOptions): Logger {
     targets.push({
       target: 'pino-pretty',
       level: options.level,
-      options: { destination: 2, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' },
+      options: { destination: 2, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true },
     });
   }
   return pino({ level: options.level, base: { pid: process.pid } }, pino.transport({ targets }));
 }
 
-/** Waits until the transports wrote everything (before process exit). */
-export function flushLogger(logger: Logger): Promise<void> {
-  return new Promise((resolve) => logger.flush(() => resolve()));
+/** Writes out everything logged so far and stops the transport workers (before exit, or between tests). */
+export async function closeLogger(logger: Logger): Promise<void> {
+  await new Promise<void>((resolve) => logger.flush(() => resolve()));
+  const stream = (logger as unknown as Record<symbol, NodeJS.WritableStream & { closed?: boolean }>)[pino.symbols.streamSym];
+  if (!stream || stream.closed) return;
+  // the transport worker is unref'd: a timer keeps the event loop alive until it has closed its files
+  await new Promise<void>((resolve) => {
+    const guard = setTimeout(resolve, 5000);
+    stream.once('close', () => {
+      clearTimeout(guard);
+      resolve();
+    });
+    stream.end();
+  });
 }
