@@ -62,8 +62,7 @@ export function fetchSources() {
     try {
       run('tar', ['xzf', file, '-C', tmp, 'package/llama/gitRelease.bundle']);
       fs.rmSync(dest, { recursive: true, force: true });
-      run('git', ['clone', '--quiet', '-c', 'advice.detachedHead=false',
-        path.join(tmp, 'package/llama/gitRelease.bundle'), dest]);
+      run('git', ['clone', '--quiet', '-c', 'advice.detachedHead=false', path.join(tmp, 'package/llama/gitRelease.bundle'), dest]);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }

@@ -70,7 +70,11 @@ function serveCommand(): Command {
 /** Only the flags the user typed, so an environment variable applies when its flag is absent. */
 function explicitFlags(command: Command): Record<string, unknown> {
   const options = command.opts();
-  return Object.fromEntries(Object.keys(options).filter((key) => command.getOptionValueSource(key) === 'cli').map((key) => [key, options[key]]));
+  return Object.fromEntries(
+    Object.keys(options)
+      .filter((key) => command.getOptionValueSource(key) === 'cli')
+      .map((key) => [key, options[key]]),
+  );
 }
 
 function normaliseFlags(flags: Record<string, unknown>): Partial<Record<keyof Config, unknown>> {

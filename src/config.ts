@@ -35,7 +35,10 @@ export const configSchema = z.object({
   maxUploadMb: positiveInt.default(100),
   maxJsonKb: positiveInt.default(1024),
   shutdownTimeout: nonNegativeInt.default(30),
-  cacheDir: z.string().min(1).default(path.join(os.homedir(), '.cache', 'voxd')),
+  cacheDir: z
+    .string()
+    .min(1)
+    .default(path.join(os.homedir(), '.cache', 'voxd')),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -56,7 +59,13 @@ export function configFromEnv(env: NodeJS.ProcessEnv): Partial<Record<keyof Conf
   for (const [key, name] of Object.entries(ENV_VARIABLES) as [keyof typeof ENV_VARIABLES, string][]) {
     const value = env[name];
     if (value === undefined || value === '') continue;
-    out[key] = key === 'allowedOrigins' ? value.split(',').map((s) => s.trim()).filter(Boolean) : value;
+    out[key] =
+      key === 'allowedOrigins'
+        ? value
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : value;
   }
   return out;
 }
@@ -72,7 +81,7 @@ export function resolveConfig(flags: Partial<Record<keyof Config, unknown>>, env
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue?.path[0] ?? '');
-    const source = key in flags ? `--${key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : (ENV_VARIABLES as Record<string, string>)[key] ?? key;
+    const source = key in flags ? `--${key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : ((ENV_VARIABLES as Record<string, string>)[key] ?? key);
     throw new ConfigError(`invalid value for ${source}: ${issue?.message ?? 'invalid'}`);
   }
   return parsed.data;

@@ -86,7 +86,11 @@ describe('model management API', () => {
 
   it('accepts model_name in a JSON body too', async (t) => {
     const { base } = await withHub(t);
-    const response = await fetch(`${base}/v1/models`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_name: SILERO_V6 }) });
+    const response = await fetch(`${base}/v1/models`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_name: SILERO_V6 }),
+    });
     assert.equal(response.status, 200);
     assert.equal(((await response.json()) as { model: { id: string } }).model.id, SILERO_V6);
   });
@@ -98,7 +102,11 @@ describe('model management API', () => {
     await envelope(await fetch(`${base}/v1/models?model_name=nobody/nothing/x.bin`, { method: 'POST' }), 404, 'model_not_found');
     await envelope(await fetch(`${base}/v1/models?model_name=whisper-1`, { method: 'POST' }), 404, 'model_not_found');
     await envelope(await fetch(`${base}/v1/models?model_name=${encodeURIComponent('no such thing')}`, { method: 'POST' }), 404, 'model_not_found');
-    const notAModel = await envelope(await fetch(`${base}/v1/models?model_name=${encodeURIComponent(path.resolve('package.json'))}`, { method: 'POST' }), 400, 'invalid_model');
+    const notAModel = await envelope(
+      await fetch(`${base}/v1/models?model_name=${encodeURIComponent(path.resolve('package.json'))}`, { method: 'POST' }),
+      400,
+      'invalid_model',
+    );
     assert.equal(notAModel.param, 'model');
     const missing = await envelope(await fetch(`${base}/v1/models`, { method: 'POST' }), 400, 'invalid_request');
     assert.equal(missing.param, 'model_name');
@@ -108,7 +116,10 @@ describe('model management API', () => {
     const cut = await envelope(await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V5)}`, { method: 'POST' }), 502, 'model_download_failed');
     assert.match(cut.message, /ggml-silero-v5\.1\.2\.bin/);
     const blobs = path.join(hubCache, 'models--ggml-org--whisper-vad', 'blobs');
-    assert.ok(fs.readdirSync(blobs).every((f) => f.endsWith('.incomplete')), 'only a partial file, never a valid-looking blob');
+    assert.ok(
+      fs.readdirSync(blobs).every((f) => f.endsWith('.incomplete')),
+      'only a partial file, never a valid-looking blob',
+    );
     assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V5)}`, { method: 'POST' })).status, 200);
   });
 
@@ -118,7 +129,11 @@ describe('model management API', () => {
     const offline = await startTestServer(t, { offline: true }, { HF_ENDPOINT: double.endpoint, HF_HUB_CACHE: hubCache });
     const before = double.requests.length;
     assert.equal((await fetch(`${offline.base}/v1/models?model_name=${encodeURIComponent(V5)}`, { method: 'POST' })).status, 200);
-    const miss = await envelope(await fetch(`${offline.base}/v1/models?model_name=${encodeURIComponent(`${REPO}/other.bin`)}`, { method: 'POST' }), 404, 'model_not_found');
+    const miss = await envelope(
+      await fetch(`${offline.base}/v1/models?model_name=${encodeURIComponent(`${REPO}/other.bin`)}`, { method: 'POST' }),
+      404,
+      'model_not_found',
+    );
     assert.match(miss.message, /offline/);
     assert.equal(double.requests.length, before, 'offline mode sends nothing to the hub');
   });

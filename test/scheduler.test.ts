@@ -48,12 +48,15 @@ describe('scheduler', () => {
     const gate = deferred();
     const first = scheduler.run('m', () => gate.promise);
     const second = scheduler.run('m', async () => undefined);
-    await assert.rejects(scheduler.run('m', async () => undefined), (error: unknown) => {
-      assert.ok(error instanceof ApiError);
-      assert.equal(error.status, 503);
-      assert.match(error.headers['Retry-After'] ?? '', /^\d+$/);
-      return true;
-    });
+    await assert.rejects(
+      scheduler.run('m', async () => undefined),
+      (error: unknown) => {
+        assert.ok(error instanceof ApiError);
+        assert.equal(error.status, 503);
+        assert.match(error.headers['Retry-After'] ?? '', /^\d+$/);
+        return true;
+      },
+    );
     gate.resolve();
     await Promise.all([first, second]);
     assert.match(metrics.render(), /voxd_queue_rejected_total\{model="m"\} 1/);
@@ -83,7 +86,11 @@ describe('scheduler', () => {
   it('passes the signal to a running job and reports idle when all work ended', async () => {
     const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics() });
     const controller = new AbortController();
-    const job = scheduler.run('m', (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new AbortedError()))), controller.signal);
+    const job = scheduler.run(
+      'm',
+      (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new AbortedError()))),
+      controller.signal,
+    );
     assert.equal(scheduler.pending, 1);
     controller.abort();
     await assert.rejects(job, AbortedError);

@@ -17,7 +17,10 @@ interface Metric {
 
 export class Counter implements Metric {
   private readonly values = new Map<string, number>();
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
   inc(labels: Labels = {}, by = 1): void {
     const key = labelKey(labels);
     this.values.set(key, (this.values.get(key) ?? 0) + by);

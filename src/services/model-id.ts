@@ -8,15 +8,16 @@ import path from 'node:path';
 import { ApiError } from '../http/errors.js';
 
 export type ModelRef =
-  | { kind: 'local'; path: string }
-  | { kind: 'hub-file'; repo: string; file: string }
-  | { kind: 'hub-repo'; repo: string; quant: string | null };
+  { kind: 'local'; path: string } | { kind: 'hub-file'; repo: string; file: string } | { kind: 'hub-repo'; repo: string; quant: string | null };
 
 const SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** The ID as clients may send it in a query: URL-decoded by the caller, surrounding quotes stripped here. */
 export function normaliseModelId(raw: string): string {
-  return raw.trim().replace(/^(["'])(.*)\1$/, '$2').trim();
+  return raw
+    .trim()
+    .replace(/^(["'])(.*)\1$/, '$2')
+    .trim();
 }
 
 function isInside(root: string, target: string): boolean {

@@ -69,8 +69,7 @@ export class ModelRegistry {
 
   constructor(private readonly options: RegistryOptions) {
     options.metrics.add(new Gauge('voxd_models_resident', 'Loaded models', () => [{ value: [...this.entries.values()].filter((e) => e.model).length }]));
-    this.sweeper =
-      options.idleTtlMs > 0 ? setInterval(() => this.evictIdle(), Math.min(30_000, Math.max(1000, options.idleTtlMs / 2))).unref() : null;
+    this.sweeper = options.idleTtlMs > 0 ? setInterval(() => this.evictIdle(), Math.min(30_000, Math.max(1000, options.idleTtlMs / 2))).unref() : null;
   }
 
   /** Replaces a vendor alias by the configured default model; other IDs pass through normalised. */
@@ -81,7 +80,9 @@ export class ModelRegistry {
     const target = this.options.defaults[kind];
     if (!target) {
       const flag = kind === 'stt' ? '--stt-model' : '--tts-model';
-      throw new ApiError('model_not_found', `no default ${kind === 'stt' ? 'speech-to-text' : 'text-to-speech'} model is configured for ${id} (set ${flag})`, { param: 'model' });
+      throw new ApiError('model_not_found', `no default ${kind === 'stt' ? 'speech-to-text' : 'text-to-speech'} model is configured for ${id} (set ${flag})`, {
+        param: 'model',
+      });
     }
     return target;
   }
@@ -177,9 +178,13 @@ export class ModelRegistry {
   private canonicalId(id: string): string {
     const key = this.canonicalIdOrNull(id);
     if (key === null) {
-      throw new ApiError('model_not_found', `model ${id} not found: it is neither a local path nor a hub ID (owner/repo, owner/repo/file or owner/repo:QUANT)`, {
-        param: 'model',
-      });
+      throw new ApiError(
+        'model_not_found',
+        `model ${id} not found: it is neither a local path nor a hub ID (owner/repo, owner/repo/file or owner/repo:QUANT)`,
+        {
+          param: 'model',
+        },
+      );
     }
     return key;
   }
@@ -187,7 +192,16 @@ export class ModelRegistry {
   private entryFor(id: string): Entry {
     let entry = this.entries.get(id);
     if (!entry) {
-      const created: Entry = { id, loading: Promise.resolve(null as never), model: null, created: 0, refs: 0, lastUsed: Date.now(), pinned: false, retired: false };
+      const created: Entry = {
+        id,
+        loading: Promise.resolve(null as never),
+        model: null,
+        created: 0,
+        refs: 0,
+        lastUsed: Date.now(),
+        pinned: false,
+        retired: false,
+      };
       created.loading = this.loadModel(id).then(
         (model) => {
           created.model = model;
@@ -218,7 +232,10 @@ export class ModelRegistry {
     try {
       model = await engine.load(resolved);
     } catch (error) {
-      throw new ApiError('invalid_model', `model ${id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, { param: 'model', cause: error });
+      throw new ApiError('invalid_model', `model ${id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, {
+        param: 'model',
+        cause: error,
+      });
     }
     this.options.logger.info({ model: id, engine: engine.name, ms: Math.round(performance.now() - started) }, 'model loaded');
     return model;
@@ -254,7 +271,9 @@ export class ModelRegistry {
       const wanted = (quant ?? 'Q8_0').toLowerCase();
       const tagged = ggufs.filter((f) => f.path.toLowerCase().includes(wanted));
       if (quant && tagged.length === 0) {
-        throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no ${quant} file (it has ${ggufs.map((f) => f.path).join(', ')})`, { param: 'model' });
+        throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no ${quant} file (it has ${ggufs.map((f) => f.path).join(', ')})`, {
+          param: 'model',
+        });
       }
       const pool = tagged.length > 0 ? tagged : ggufs;
       const model = pool.reduce((a, b) => (sizeOf(b) < sizeOf(a) ? b : a));
@@ -267,9 +286,13 @@ export class ModelRegistry {
     const only = models[0];
     if (models.length !== 1 || !only) {
       const names = models.map((f) => `${id}/${f.path}`).join(', ');
-      throw new ApiError('invalid_model', models.length ? `repository ${id} holds several model files; name one: ${names}` : `repository ${id} holds no model file voxd can load`, {
-        param: 'model',
-      });
+      throw new ApiError(
+        'invalid_model',
+        models.length ? `repository ${id} holds several model files; name one: ${names}` : `repository ${id} holds no model file voxd can load`,
+        {
+          param: 'model',
+        },
+      );
     }
     return { model: only.path, projector: null };
   }
@@ -278,7 +301,9 @@ export class ModelRegistry {
     for (const engine of this.options.engines) {
       if (await engine.detect(filePath)) return engine;
     }
-    throw new ApiError('invalid_model', `model ${id} is not in a format voxd can load (engines: ${this.options.engines.map((e) => e.name).join(', ')})`, { param: 'model' });
+    throw new ApiError('invalid_model', `model ${id} is not in a format voxd can load (engines: ${this.options.engines.map((e) => e.name).join(', ')})`, {
+      param: 'model',
+    });
   }
 
   private releaseEntry(entry: Entry): void {
@@ -336,9 +361,9 @@ export class ModelRegistry {
     const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
       target === null ? [] : [{ ...this.unloadedInfo(alias), target }],
     );
-    const cached = this.options.hub.cachedRepos().flatMap((repo) =>
-      repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)),
-    );
+    const cached = this.options.hub
+      .cachedRepos()
+      .flatMap((repo) => repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)));
     return [...aliases, ...cached];
   }
 }
