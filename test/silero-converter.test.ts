@@ -3,14 +3,12 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { convertSileroOnnxFile, convertSileroOnnxToGgml } from '../src/engines/silero/onnx-to-ggml.js';
+import { halfToFloat } from '../src/engines/silero/onnx.js';
+import { SHARED, SILERO_V6 } from './helpers/paths.js';
 
-// compiled to dist/test/, so the repository root is two levels up
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const models = path.join(root, '..', 'shared', 'models', 'silero');
-const onnxPath = path.join(models, 'silero_vad_v6.2.onnx');
-const referencePath = path.join(models, 'ggml-silero-v6.2.0.bin');
+const onnxPath = path.join(SHARED, 'models', 'silero', 'silero_vad_v6.2.onnx');
+const referencePath = SILERO_V6;
 
 interface GgmlTensor {
   name: string;
@@ -23,15 +21,6 @@ interface GgmlFile {
   header: number[]; // every int32 between the model type string and the first tensor
   modelType: string;
   tensors: GgmlTensor[];
-}
-
-function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? NaN : sign * Infinity;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
 /** Independent reader of the whisper.cpp VAD file, mirroring whisper_vad_init_with_params. */

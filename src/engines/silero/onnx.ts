@@ -323,7 +323,8 @@ export function parseOnnxModel(bytes: Uint8Array): OnnxModel {
   return { irVersion, graph };
 }
 
-function halfToFloat(h: number): number {
+/** IEEE 754 binary16 bits to a number. */
+export function halfToFloat(h: number): number {
   const sign = h & 0x8000 ? -1 : 1;
   const exp = (h >> 10) & 0x1f;
   const frac = h & 0x3ff;
