@@ -1,0 +1,183 @@
+// Shared by scripts/install.mjs and scripts/prebuild.mjs: the addon's build key, the cmake-js build, and a
+// test-load in a child process (a binary that crashes on load must not take the installer down with it).
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setInterval, clearInterval } from 'node:timers';
+import { Buffer } from 'node:buffer';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { SOURCES_KEY } from './sources.mjs';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const cacheDir = process.env.VOXD_CACHE_DIR || path.join(os.homedir(), '.cache', 'voxd');
+export const requireFromRoot = createRequire(path.join(root, 'package.json'));
+const packageVersion = requireFromRoot('./package.json').version;
+
+/** A failure whose message already says what went wrong and how to fix it; printed without a stack. */
+export class InstallError extends Error {}
+
+export function log(line) {
+  console.log(`[voxd] ${line}`);
+}
+
+export const relative = (file) => path.relative(root, file) || '.';
+
+export function formatDuration(ms) {
+  const seconds = Math.round(ms / 1000);
+  return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
+}
+
+function filesUnder(dir) {
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.join(entry.parentPath, entry.name))
+    .sort();
+}
+
+function firstLineOf(cmd, args) {
+  const run = spawnSync(cmd, args, { encoding: 'utf8' });
+  return run.status === 0 ? run.stdout.split('\n')[0].trim() : 'none';
+}
+
+/**
+ * Names one build of the addon: everything that changes the binary (our sources, the pinned engine sources,
+ * build flags, the Node ABI, the toolchain). Two machines or clones with equal keys can share the binary.
+ */
+export function buildKey(flags) {
+  const hash = createHash('sha256');
+  for (const file of [...filesUnder(path.join(root, 'native')), path.join(root, 'CMakeLists.txt')]) {
+    hash
+      .update(`${relative(file)}\0`)
+      .update(fs.readFileSync(file))
+      .update('\0');
+  }
+  hash.update(
+    JSON.stringify({
+      sources: SOURCES_KEY,
+      flags,
+      version: packageVersion,
+      nodeAddonApi: requireFromRoot('node-addon-api/package.json').version,
+      modules: process.versions.modules,
+      napi: process.versions.napi,
+      platform: process.platform,
+      arch: process.arch,
+      cc: firstLineOf(process.env.CC || 'cc', ['--version']),
+      cxx: firstLineOf(process.env.CXX || 'c++', ['--version']),
+    }),
+  );
+  return hash.digest('hex').slice(0, 20);
+}
+
+const LOAD_IN_CHILD = `try { require(process.argv[1]); } catch (error) { console.error(String(error.message).split('\\n')[0]); process.exit(1); }`;
+
+/** Loads `file` in a child Node; returns null when it loads, else the reason it did not. */
+export function testLoad(file) {
+  const run = spawnSync(process.execPath, ['-e', LOAD_IN_CHILD, file], { encoding: 'utf8' });
+  if (run.status === 0) return null;
+  if (run.signal) return `the process loading it died with ${run.signal}`;
+  return run.stderr.trim().split('\n').pop() || `exit code ${run.status}`;
+}
+
+/** Copies to a temporary name and renames, so a process that has the old file mapped keeps running. */
+export function replaceFile(from, to) {
+  fs.mkdirSync(path.dirname(to), { recursive: true });
+  const temporary = `${to}.tmp-${process.pid}`;
+  fs.copyFileSync(from, temporary);
+  fs.renameSync(temporary, to);
+}
+
+function ccacheAvailable() {
+  return spawnSync('ccache', ['--version']).status === 0;
+}
+
+const PROGRESS = /\[\s*(\d+)(?:\/(\d+)|%)\]/g; // ninja "[12/345]" or make "[ 45%]"
+
+function progressOf(logFile) {
+  const size = fs.statSync(logFile).size;
+  const fd = fs.openSync(logFile, 'r');
+  try {
+    const length = Math.min(size, 8192);
+    const tail = Buffer.alloc(length);
+    fs.readSync(fd, tail, 0, length, size - length);
+    const last = [...tail.toString('utf8').matchAll(PROGRESS)].pop();
+    if (!last) return '';
+    return last[2] ? ` ${Math.floor((100 * Number(last[1])) / Number(last[2]))}%` : ` ${last[1]}%`;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The part of a failed build's log worth showing: from the first failing command or error, else its tail. */
+function failureExcerpt(logFile) {
+  const lines = fs.readFileSync(logFile, 'utf8').trimEnd().split('\n');
+  const first = lines.findIndex((line) => /^FAILED:|\berror:|CMake Error/.test(line));
+  return (first >= 0 ? lines.slice(first, first + 60) : lines.slice(-40)).join('\n');
+}
+
+/** Runs one cmake-js command; its output goes to the log file (or the terminal with VOXD_VERBOSE_BUILD=1). */
+function cmakeJs(args, { env, logFile, verbose }) {
+  const bin = path.join(path.dirname(requireFromRoot.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
+  const output = verbose ? 'inherit' : fs.openSync(logFile, 'a');
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd: root, env, stdio: ['ignore', output, output] });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => resolve(code === 0 ? null : (signal ?? `exit code ${code}`)));
+  }).finally(() => {
+    if (!verbose) fs.closeSync(output);
+  });
+}
+
+/**
+ * Configures and builds the addon into `outDir` (relative to the package root) with cmake-js; returns the .node
+ * file and the time taken. An existing build directory is reused, so cmake only recompiles what changed.
+ */
+export async function buildAddon({ outDir, flags }) {
+  const verbose = process.env.VOXD_VERBOSE_BUILD === '1';
+  const jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism();
+  const logFile = path.join(root, outDir, 'voxd-build.log');
+  fs.mkdirSync(path.dirname(logFile), { recursive: true });
+  fs.writeFileSync(logFile, '');
+
+  const env = { ...process.env };
+  const defines = {
+    VOXD_VERSION: packageVersion,
+    // Passed even when OFF: cmake keeps cached values, so a reused build directory would keep an old choice.
+    VOXD_CUDA: flags.cuda ? 'ON' : 'OFF',
+    VOXD_PORTABLE: flags.portable ? 'ON' : 'OFF',
+    CMAKE_EXPORT_COMPILE_COMMANDS: 'ON',
+  };
+  if (ccacheAvailable()) {
+    env.CCACHE_DIR ||= path.join(cacheDir, 'ccache');
+    env.CCACHE_BASEDIR ||= root; // paths relative to the clone, so a fresh clone elsewhere still hits the cache
+    for (const language of ['C', 'CXX', ...(flags.cuda ? ['CUDA'] : [])]) defines[`CMAKE_${language}_COMPILER_LAUNCHER`] = 'ccache';
+  }
+  const defineArgs = Object.entries(defines).map(([name, value]) => `--CD${name}=${value}`);
+
+  const started = Date.now();
+  const heartbeat = verbose ? null : setInterval(() => log(`still building${progressOf(logFile)} (${formatDuration(Date.now() - started)})`), 30_000);
+  let failure;
+  try {
+    // `cmake-js build` configures only a fresh directory, so configure explicitly: flags may have changed.
+    failure =
+      (await cmakeJs(['configure', '-O', outDir, ...defineArgs], { env, logFile, verbose })) ??
+      (await cmakeJs(['build', '-O', outDir, '--parallel', String(jobs)], { env, logFile, verbose }));
+  } finally {
+    clearInterval(heartbeat);
+  }
+  if (failure) {
+    const shownLog = verbose ? 'the output above' : `excerpt above; full log: ${relative(logFile)}`;
+    if (!verbose) console.error(failureExcerpt(logFile));
+    const outOfMemory = !verbose && /Killed signal terminated program|virtual memory exhausted|out of memory/i.test(fs.readFileSync(logFile, 'utf8'));
+    throw new InstallError(
+      outOfMemory
+        ? `the native build ran out of memory (${shownLog}). Fix: build with fewer parallel jobs: VOXD_BUILD_JOBS=1 npm run build:native`
+        : `the native build failed (${failure}; ${shownLog}). Fix the first error shown there, then run \`npm run build:native\` ` +
+            `(VOXD_VERBOSE_BUILD=1 shows the whole build output).`,
+    );
+  }
+  return { file: path.join(root, outDir, 'Release', 'voxd.node'), elapsedMs: Date.now() - started };
+}

@@ -1,0 +1,94 @@
+// The system tools and libraries the native build needs, in ONE list (SYSTEM_DEPS). Checked before every
+// build; as root on Debian/Ubuntu the missing ones are installed with apt-get, elsewhere the build stops with
+// the exact command to run. A new system library is one more entry, e.g.
+//   { what: 'FFmpeg libavcodec', check: pkgConfig('libavcodec'), debian: 'libavcodec-dev' }
+//   { what: 'flite', check: header('flite/flite.h'), debian: 'flite1-dev' }
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { InstallError, log } from './build-native.mjs';
+
+function compareVersions(a, b) {
+  const [x, y] = [a, b].map((v) => v.split('.').map(Number));
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) - (y[i] ?? 0);
+  }
+  return 0;
+}
+
+// A check returns null when satisfied, else a short reason.
+
+/** One of `names` runs (`<name> --version`), reporting at least `minVersion` when given. */
+export function command(names, minVersion) {
+  return () => {
+    for (const name of names) {
+      const run = spawnSync(name, ['--version'], { encoding: 'utf8' });
+      if (run.error || run.status !== 0) continue;
+      const version = run.stdout.match(/\d+\.\d+(?:\.\d+)?/)?.[0];
+      if (minVersion && !(version && compareVersions(version, minVersion) >= 0)) return `found ${name} ${version ?? '(unknown version)'}, too old`;
+      return null;
+    }
+    return 'not found';
+  };
+}
+
+/** A library pkg-config knows, e.g. pkgConfig('libavcodec >= 59'). */
+export function pkgConfig(module) {
+  return () => (spawnSync('pkg-config', ['--exists', module]).status === 0 ? null : 'not found by pkg-config');
+}
+
+/** A header the C compiler finds on its default include path. */
+export function header(name) {
+  return () =>
+    spawnSync(process.env.CC || 'cc', ['-E', '-x', 'c', '-o', '/dev/null', '-'], { input: `#include <${name}>\n` }).status === 0 ? null : 'header not found';
+}
+
+export const SYSTEM_DEPS = [
+  { what: 'cmake >= 3.18', check: command(['cmake'], '3.18'), debian: 'cmake' },
+  { what: 'a C compiler', check: command(process.env.CC ? [process.env.CC] : ['cc', 'gcc', 'clang']), debian: 'gcc' },
+  { what: 'a C++ compiler', check: command(process.env.CXX ? [process.env.CXX] : ['c++', 'g++', 'clang++']), debian: 'g++' },
+  { what: 'ninja or make', check: command(['ninja', 'make']), debian: 'ninja-build' },
+  { what: 'git (unpacks the llama.cpp source bundle)', check: command(['git']), debian: 'git' },
+  { what: 'pkg-config', check: command(['pkg-config']), debian: 'pkg-config' },
+  { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
+];
+
+function findMissing() {
+  return SYSTEM_DEPS.map((dep) => ({ ...dep, problem: dep.check() })).filter((dep) => dep.problem);
+}
+
+function isDebianLike() {
+  try {
+    const osRelease = fs.readFileSync('/etc/os-release', 'utf8');
+    return /^(ID|ID_LIKE)=.*\b(debian|ubuntu)\b/m.test(osRelease);
+  } catch {
+    return false;
+  }
+}
+
+function aptGet(args) {
+  const run = spawnSync('apt-get', args, { encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  if (run.status === 0) return;
+  console.error(`${run.stdout ?? ''}${run.stderr ?? ''}`.trimEnd().split('\n').slice(-20).join('\n'));
+  throw new InstallError(`\`apt-get ${args.join(' ')}\` failed (output above). Fix that, then run \`npm install\` again.`);
+}
+
+/** Makes sure every required entry of SYSTEM_DEPS is present, installing what it can; throws InstallError otherwise. */
+export function ensureSystemDeps() {
+  let missing = findMissing();
+  if (missing.length && process.getuid?.() === 0 && isDebianLike()) {
+    const packages = missing.map((dep) => dep.debian);
+    log(`installing system packages: ${packages.join(' ')}`);
+    aptGet(['update']);
+    aptGet(['install', '-y', '--no-install-recommends', ...packages]);
+    missing = findMissing();
+  }
+  const required = missing.filter((dep) => !dep.optional);
+  if (required.length) {
+    const problems = required.map((dep) => `${dep.what} (${dep.problem})`).join(', ');
+    const fix = isDebianLike()
+      ? `sudo apt-get install -y --no-install-recommends ${missing.map((dep) => dep.debian).join(' ')}`
+      : `install ${missing.map((dep) => dep.what).join(', ')} with your system's package manager`;
+    throw new InstallError(`the native addon has to be built here, but the build needs: ${problems}. Fix: ${fix}, then run \`npm install\` again.`);
+  }
+  for (const dep of missing) log(`optional: ${dep.what} ${dep.problem} (package ${dep.debian})`);
+}
