@@ -28,5 +28,11 @@ const files = fs
   .sort()
   .map((f) => path.join(testDir, f));
 step(`running ${files.length} test files`);
-const result = spawnSync(process.execPath, ['--test', '--test-reporter=spec', '--test-timeout=120000', ...files], { cwd: root, stdio: 'inherit' });
+// spec output for people, TAP into a file for the closing summary line
+const tapFile = path.join(root, 'dist', 'test-results.tap');
+const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`];
+const result = spawnSync(process.execPath, ['--test', ...reporters, '--test-timeout=120000', ...files], { cwd: root, stdio: 'inherit' });
+const tap = fs.existsSync(tapFile) ? fs.readFileSync(tapFile, 'utf8') : '';
+const count = (name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+console.log(`${count('pass')} passed, ${count('fail') + count('cancelled')} failed, ${count('skipped')} skipped`);
 process.exit(result.status ?? 1);
