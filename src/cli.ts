@@ -28,6 +28,7 @@ function fail(message: string, code = 2): never {
 function serveCommand(): Command {
   return new Command('serve')
     .description('run the API server (the default command)')
+    .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2)) // usage errors (bad choice, unknown flag) exit 2 like invalid values
     .option('--host <host>', 'host to bind to (default: localhost)')
     .option('--port <port>', 'port of the API server (default: 8000; 0 picks a free port)')
     .option('--reload', 'restart the server when its compiled code changes (development)')
@@ -117,27 +118,35 @@ async function serve(config: Config): Promise<void> {
 /** --reload: runs the server as a child and restarts it when files under dist/src change. */
 function superviseWithReload(): void {
   const args = process.argv.slice(2).filter((arg) => arg !== '--reload');
-  const watched = path.join(here);
   let child: ChildProcess | null = null;
   let timer: NodeJS.Timeout | null = null;
+  let stopping = false;
+  const running = (proc: ChildProcess | null): proc is ChildProcess => proc !== null && proc.exitCode === null && proc.signalCode === null;
   const start = (): void => {
-    child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...args], { stdio: 'inherit' });
+    if (stopping) return;
+    // its own process group: a terminal's Ctrl-C reaches only the supervisor, which passes it on once
+    child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...args], { stdio: 'inherit', detached: true });
   };
   const restart = (): void => {
     process.stderr.write('voxd: code changed, restarting\n');
     const old = child;
-    if (!old || old.exitCode !== null) return start();
+    if (!running(old)) return start();
     old.once('exit', start);
     old.kill('SIGTERM');
   };
-  fs.watch(watched, { recursive: true }, () => {
+  const watcher = fs.watch(here, { recursive: true }, () => {
     if (timer) clearTimeout(timer);
     timer = setTimeout(restart, 300);
   });
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => {
-      child?.once('exit', (code) => process.exit(code ?? 0));
-      child?.kill(signal);
+      if (stopping) return;
+      stopping = true;
+      if (timer) clearTimeout(timer);
+      watcher.close();
+      if (!running(child)) process.exit(0);
+      child.once('exit', (code) => process.exit(code ?? 0));
+      child.kill(signal);
     });
   }
   start();
