@@ -1,22 +1,24 @@
 #!/usr/bin/env node
-// `npm run prebuild`: a portable (no -march=native) CPU build of the addon, stripped and placed where
-// node-gyp-build looks for prebuilds: prebuilds/<platform>-<arch>/voxd.napi.glibc.node (prebuilds/ is packed into
-// the npm tarball, never committed). prebuildify 6 can only drive node-gyp, so cmake-js is driven here into its
-// own build directory (build/prebuild, so the native build in build/ stays incremental) and the file is named
-// with prebuildify's tags: napi (any Node ABI) and the libc.
+// `npm run prebuild`: a portable (no -march=native) CPU build of the addon made with prebuildify, stripped and
+// placed where node-gyp-build looks for prebuilds: prebuilds/<platform>-<arch>/voxd.<libc>.node (prebuildify's
+// name for an N-API build: any Node ABI, tagged with the libc; prebuilds/ is packed into the npm tarball, never
+// committed). prebuildify 6 only knows node-gyp, so its `nodeGyp` is scripts/prebuild-backend.mjs, which builds with
+// cmake-js; it runs in the staging directory build/prebuild, so the native build in build/ stays incremental.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { InstallError, buildAddon, formatDuration, log, relative, replaceFile, requireFromRoot, root, testLoad } from './build-native.mjs';
+import { InstallError, formatDuration, log, relative, requireFromRoot, root, testLoad } from './build-native.mjs';
 import { fetchSources } from './fetch-sources.mjs';
+import { REPORTED_FAILURE } from './prebuild-backend.mjs';
 import { ensureSystemDeps } from './system-deps.mjs';
 
-const OUT_DIR = path.join('build', 'prebuild');
+const STAGING = path.join(root, 'build', 'prebuild'); // prebuildify's cwd; cmake-js builds into STAGING/build
+const BACKEND = path.join(root, 'scripts', 'prebuild-backend.mjs');
 const NATIVE_TUNING = /-m(?:arch|tune|cpu)=native\b/;
 
 /** Fails unless the build's compile commands exist and none of them tunes for the build machine. */
 function assertPortable() {
-  const commandsFile = path.join(root, OUT_DIR, 'compile_commands.json');
+  const commandsFile = path.join(STAGING, 'build', 'compile_commands.json');
   const commands = JSON.parse(fs.readFileSync(commandsFile, 'utf8'));
   if (!commands.some((entry) => entry.file.includes('ggml-cpu'))) {
     throw new InstallError(`${relative(commandsFile)} lists no ggml-cpu sources, so portability cannot be checked.`);
@@ -30,8 +32,45 @@ function assertPortable() {
   }
 }
 
-function libc() {
-  return fs.existsSync('/etc/alpine-release') ? 'musl' : 'glibc';
+/** Checks what prebuildify would otherwise fail on with a stack trace (it does not handle spawn errors). */
+async function loadPrebuildify() {
+  try {
+    fs.accessSync(BACKEND, fs.constants.X_OK);
+  } catch {
+    throw new InstallError(`${relative(BACKEND)} is not executable. Fix: chmod +x ${relative(BACKEND)}`);
+  }
+  if (process.platform === 'linux' && spawnSync('strip', ['--version']).status !== 0) {
+    throw new InstallError('`strip` was not found. Fix: install binutils.');
+  }
+  try {
+    return (await import('prebuildify')).default;
+  } catch {
+    throw new InstallError('prebuildify is not installed. Fix: run `npm install` (it is a devDependency).');
+  }
+}
+
+/** Runs prebuildify with our cmake-js backend; a failure it reports is rethrown as one line. */
+function prebuildify(run) {
+  const options = {
+    cwd: STAGING,
+    out: root,
+    name: 'voxd',
+    napi: true,
+    targets: [process.versions.node], // only names the headers node-gyp would fetch; the backend ignores it
+    platform: process.platform,
+    arch: process.arch,
+    strip: true,
+    tagLibc: true,
+    nodeGyp: BACKEND,
+  };
+  return new Promise((resolve, reject) =>
+    run(options, (error) => {
+      if (!error) return resolve();
+      if (error.message === `node-gyp exited with ${REPORTED_FAILURE}`) return reject(new InstallError('')); // already printed
+      const exited = /^node-gyp exited with (\d+)$/.exec(error.message);
+      reject(new InstallError(exited ? `the build backend ${relative(BACKEND)} exited with code ${exited[1]}.` : `prebuildify: ${error.message}.`));
+    }),
+  );
 }
 
 /** The file node-gyp-build resolves when it may only use prebuilds. */
@@ -41,31 +80,41 @@ function resolvedPrebuild() {
 }
 
 async function main() {
+  const started = Date.now();
+  const run = await loadPrebuildify();
   ensureSystemDeps();
   fetchSources();
-  log(`building the portable addon into ${OUT_DIR} (a few minutes the first time; log: ${path.join(OUT_DIR, 'voxd-build.log')})`);
-  const { file, elapsedMs } = await buildAddon({ outDir: OUT_DIR, flags: { cuda: false, portable: true } });
-  assertPortable();
 
   const platformDir = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
-  const prebuild = path.join(platformDir, `voxd.napi${process.platform === 'linux' ? `.${libc()}` : ''}.node`);
-  fs.mkdirSync(platformDir, { recursive: true });
-  for (const name of fs.readdirSync(platformDir)) fs.rmSync(path.join(platformDir, name), { recursive: true, force: true }); // one prebuild per platform
-  replaceFile(file, prebuild);
-  if (process.platform === 'linux' || process.platform === 'darwin') {
-    const strip = spawnSync('strip', process.platform === 'darwin' ? ['-Sx', prebuild] : ['--strip-all', prebuild], { encoding: 'utf8' });
-    if (strip.status !== 0) throw new InstallError(`strip failed on ${relative(prebuild)}: ${strip.stderr || strip.error}. Fix: install binutils.`);
-  }
+  const clearPlatformDir = () => fs.rmSync(platformDir, { recursive: true, force: true }); // one prebuild per platform
+  clearPlatformDir();
+  fs.mkdirSync(STAGING, { recursive: true }); // prebuildify spawns the backend there without creating it
+  // prebuildify takes the first .node it finds there; never let it take one left by an interrupted run.
+  fs.rmSync(path.join(STAGING, 'build', 'Release', 'voxd.node'), { force: true });
+  await prebuildify(run);
 
-  const resolved = resolvedPrebuild();
-  if (resolved !== prebuild) throw new InstallError(`node-gyp-build resolves ${relative(resolved)} instead of ${relative(prebuild)}.`);
-  const failure = testLoad(prebuild);
-  if (failure) throw new InstallError(`the prebuild ${relative(prebuild)} does not load: ${failure}.`);
+  const produced = fs.existsSync(platformDir) ? fs.readdirSync(platformDir) : [];
+  if (produced.length !== 1 || !produced[0].endsWith('.node')) {
+    throw new InstallError(`prebuildify left [${produced.join(', ')}] in ${relative(platformDir)} instead of one .node file.`);
+  }
+  const prebuild = path.join(platformDir, produced[0]);
+  try {
+    assertPortable();
+    const resolved = resolvedPrebuild();
+    if (resolved !== prebuild) throw new InstallError(`node-gyp-build resolves ${relative(resolved)} instead of ${relative(prebuild)}.`);
+    const failure = testLoad(prebuild);
+    if (failure) throw new InstallError(`the prebuild ${relative(prebuild)} does not load: ${failure}.`);
+  } catch (error) {
+    clearPlatformDir(); // never leave a prebuild that failed a check where npm pack would ship it
+    throw error;
+  }
   const megabytes = (fs.statSync(prebuild).size / 2 ** 20).toFixed(1);
-  log(`prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, loads; built in ${formatDuration(elapsedMs)})`);
+  log(`prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, stripped, loads; made with prebuildify in ${formatDuration(Date.now() - started)})`);
 }
 
 main().catch((error) => {
-  console.error(`[voxd] prebuild failed: ${error instanceof InstallError ? error.message : (error?.message ?? error)}`);
+  if (!(error instanceof InstallError) || error.message) {
+    console.error(`[voxd] prebuild failed: ${error instanceof InstallError ? error.message : (error?.message ?? error)}`);
+  }
   process.exit(1);
 });

@@ -43,7 +43,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     logger,
     metrics,
     modelsDirs: config.modelsDirs,
-    defaults: { stt: config.sttModel, tts: config.ttsModel },
+    defaults: { stt: config.sttModel, tts: config.ttsModel, vad: config.vadModel },
     maxLoaded: config.maxLoadedModels,
     idleTtlMs: config.modelIdleTtl * 1000,
     fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(config.cacheDir) },

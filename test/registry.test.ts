@@ -40,7 +40,7 @@ async function setup(t: TestContext, options: Partial<RegistryOptions> & { endpo
     logger: pino({ level: 'silent' }),
     metrics: new Metrics(),
     modelsDirs: [],
-    defaults: { stt: null, tts: null },
+    defaults: { stt: null, tts: null, vad: DEFAULT_VAD_MODEL },
     maxLoaded: 0,
     idleTtlMs: 0,
     fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(voxdCache) },
@@ -136,12 +136,13 @@ describe('model registry', () => {
   });
 
   it('lists aliases and cached models as available', async (t) => {
-    const { registry } = await setup(t, { defaults: { stt: SILERO_V6, tts: null } });
+    const { registry } = await setup(t, { defaults: { stt: SILERO_V6, tts: null, vad: DEFAULT_VAD_MODEL } });
     await registry.load(`${VAD_REPO}/ggml-silero-v5.1.2.bin`);
     await registry.unload(`${VAD_REPO}/ggml-silero-v5.1.2.bin`);
     const available = registry.list(true);
     assert.ok(available.some((m) => m.id === 'whisper-1' && m.target === SILERO_V6 && !m.loaded));
     assert.ok(available.some((m) => m.id === `${VAD_REPO}/ggml-silero-v5.1.2.bin` && !m.loaded));
+    assert.ok(available.some((m) => m.id === DEFAULT_VAD_MODEL && m.task === 'vad' && !m.loaded), 'the --vad-model is listed');
     assert.equal(registry.describe('whisper-1').target, SILERO_V6);
     assert.throws(() => registry.describe('tts-1'), apiError('model_not_found'));
   });

@@ -42,7 +42,8 @@ export interface RegistryOptions {
   logger: Logger;
   metrics: Metrics;
   modelsDirs: string[];
-  defaults: { stt: string | null; tts: string | null };
+  /** Models behind the vendor aliases, and the VAD model turn detection uses. */
+  defaults: { stt: string | null; tts: string | null; vad: string };
   maxLoaded: number;
   idleTtlMs: number;
   fallbacks?: Record<string, OfflineFallback>;
@@ -361,10 +362,11 @@ export class ModelRegistry {
     const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
       target === null ? [] : [{ ...this.unloadedInfo(alias), target }],
     );
+    const vad = { ...this.unloadedInfo(this.options.defaults.vad), task: 'vad' as const };
     const cached = this.options.hub
       .cachedRepos()
       .flatMap((repo) => repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)));
-    return [...aliases, ...cached];
+    return [...aliases, vad, ...cached.filter((m) => m.id !== vad.id)];
   }
 }
 
