@@ -142,7 +142,10 @@ describe('model registry', () => {
     const available = registry.list(true);
     assert.ok(available.some((m) => m.id === 'whisper-1' && m.target === SILERO_V6 && !m.loaded));
     assert.ok(available.some((m) => m.id === `${VAD_REPO}/ggml-silero-v5.1.2.bin` && !m.loaded));
-    assert.ok(available.some((m) => m.id === DEFAULT_VAD_MODEL && m.task === 'vad' && !m.loaded), 'the --vad-model is listed');
+    assert.ok(
+      available.some((m) => m.id === DEFAULT_VAD_MODEL && m.task === 'vad' && !m.loaded),
+      'the --vad-model is listed',
+    );
     assert.equal(registry.describe('whisper-1').target, SILERO_V6);
     assert.throws(() => registry.describe('tts-1'), apiError('model_not_found'));
   });
