@@ -61,16 +61,10 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     auto * data = new voxd_addon_data(); // owned by the environment, freed by its finalizer
     env.SetInstanceData<voxd_addon_data>(data);
 
-    Napi::Function abort_flag = voxd_abort_flag::define(env);
-    Napi::Function vad_model  = voxd_vad_model::define(env);
-    Napi::Function vad_stream = voxd_vad_stream::define(env);
-    data->abort_flag_ctor = Napi::Persistent(abort_flag);
-    data->vad_model_ctor  = Napi::Persistent(vad_model);
-    data->vad_stream_ctor = Napi::Persistent(vad_stream);
+    // one init per engine module; each exports its classes and functions
+    voxd_export_class(env, exports, "AbortFlag", voxd_abort_flag::define(env));
+    voxd_vad_init(env, exports);
 
-    exports.Set("AbortFlag", abort_flag);
-    exports.Set("VadModel", vad_model);
-    exports.Set("VadStream", vad_stream);
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));
     return exports;

@@ -24,8 +24,7 @@ voxd_abort_ptr voxd_abort_flag::from_value(const Napi::Value & value) {
     Napi::Env env = value.Env();
     if (value.IsObject()) {
         // only a real AbortFlag may be unwrapped: other wrapped objects hold other C++ types
-        const Napi::FunctionReference & ctor = env.GetInstanceData<voxd_addon_data>()->abort_flag_ctor;
-        if (value.As<Napi::Object>().InstanceOf(ctor.Value())) {
+        if (value.As<Napi::Object>().InstanceOf(voxd_class(env, "AbortFlag"))) {
             return Unwrap(value.As<Napi::Object>())->flag();
         }
     }
@@ -47,4 +46,13 @@ std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * wha
     }
     Napi::Float32Array array = value.As<Napi::Float32Array>();
     return std::vector<float>(array.Data(), array.Data() + array.ElementLength());
+}
+
+void voxd_export_class(Napi::Env env, Napi::Object exports, const char * name, Napi::Function ctor) {
+    env.GetInstanceData<voxd_addon_data>()->classes[name] = Napi::Persistent(ctor);
+    exports.Set(name, ctor);
+}
+
+Napi::Function voxd_class(Napi::Env env, const char * name) {
+    return env.GetInstanceData<voxd_addon_data>()->class_of(name);
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 // An error that crosses into JS as a rejection with `message` and `code` (e.g. "model_load_failed").
@@ -17,12 +18,19 @@ struct voxd_error : std::runtime_error {
     voxd_error(std::string code, const std::string & message) : std::runtime_error(message), code(std::move(code)) {}
 };
 
-// Per-environment state of the addon (constructors that native code needs to recognise its own objects).
+// Per-environment state of the addon: the constructors of exported classes, so native code can create
+// instances (a worker resolving with a new object) and recognise its own objects among JS values.
 struct voxd_addon_data {
-    Napi::FunctionReference abort_flag_ctor;
-    Napi::FunctionReference vad_model_ctor;
-    Napi::FunctionReference vad_stream_ctor;
+    std::unordered_map<std::string, Napi::FunctionReference> classes;
+
+    Napi::Function class_of(const std::string & name) const { return classes.at(name).Value(); }
 };
+
+// Exports `ctor` as `exports[name]` and keeps it in the environment's voxd_addon_data.
+void voxd_export_class(Napi::Env env, Napi::Object exports, const char * name, Napi::Function ctor);
+
+// The constructor registered under `name` for this environment.
+Napi::Function voxd_class(Napi::Env env, const char * name);
 
 // Shared between the JS AbortFlag object and every worker that observes it; outlives whichever ends first.
 using voxd_abort_ptr = std::shared_ptr<std::atomic<bool>>;

@@ -64,7 +64,7 @@ Napi::Value voxd_vad_model::load(const Napi::CallbackInfo & info) {
             return pool;
         },
         [](Napi::Env env, loaded & pool) -> Napi::Value {
-            Napi::Object obj = env.GetInstanceData<voxd_addon_data>()->vad_model_ctor.New({});
+            Napi::Object obj = voxd_class(env, "VadModel").New({});
             Unwrap(obj)->m_pool = pool;
             return obj;
         });
@@ -138,7 +138,7 @@ Napi::Value voxd_vad_model::open_stream(const Napi::CallbackInfo & info) {
             return true;
         },
         [pool, slot](Napi::Env env, bool &) -> Napi::Value {
-            Napi::Object obj = env.GetInstanceData<voxd_addon_data>()->vad_stream_ctor.New({});
+            Napi::Object obj = voxd_class(env, "VadStream").New({});
             voxd_vad_stream * stream = voxd_vad_stream::Unwrap(obj);
             stream->m_state->pool = pool;
             stream->m_state->ctx  = std::move(*slot);
@@ -228,4 +228,9 @@ Napi::Value voxd_vad_stream::close(const Napi::CallbackInfo & info) {
             return true;
         },
         [](Napi::Env env, bool &) -> Napi::Value { return env.Undefined(); });
+}
+
+void voxd_vad_init(Napi::Env env, Napi::Object exports) {
+    voxd_export_class(env, exports, "VadModel", voxd_vad_model::define(env));
+    voxd_export_class(env, exports, "VadStream", voxd_vad_stream::define(env));
 }

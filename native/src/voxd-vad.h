@@ -72,3 +72,6 @@ private:
 
     friend class voxd_vad_model;
 };
+
+// Exports VadModel and VadStream.
+void voxd_vad_init(Napi::Env env, Napi::Object exports);

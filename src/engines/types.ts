@@ -60,3 +60,56 @@ export interface VadModel extends LoadedModel {
   segments(samples: Float32Array, params?: VadParams, signal?: AbortSignal): Promise<SpeechSegment[]>;
   openStream(): Promise<VadStream>;
 }
+
+/** One decoded segment, with the vendor's verbose_json segment fields (times in seconds). */
+export interface TranscriptionSegment {
+  id: number;
+  start: number;
+  end: number;
+  text: string;
+  tokens: number[];
+  temperature: number;
+  avgLogprob: number;
+  compressionRatio: number;
+  noSpeechProb: number;
+  /** Present when word timestamps were asked for. */
+  words?: TranscriptionWord[];
+}
+
+export interface TranscriptionWord {
+  word: string;
+  start: number;
+  end: number;
+}
+
+export interface TranscribeOptions {
+  /** ISO 639-1 code; null or absent = detect. */
+  language?: string | null;
+  /** Initial prompt (vendor `prompt`, seed `context`). */
+  prompt?: string | null;
+  temperature?: number;
+  maxTokens?: number;
+  wordTimestamps?: boolean;
+  /** Translate to English instead of transcribing. */
+  translate?: boolean;
+  signal?: AbortSignal;
+  /** Called on the event loop for each segment as soon as it is decoded (streaming responses). */
+  onSegment?: (segment: TranscriptionSegment) => void;
+}
+
+export interface TranscriptionResult {
+  text: string;
+  /** ISO 639-1 code, detected or given. */
+  language: string;
+  /** Seconds of audio transcribed. */
+  duration: number;
+  segments: TranscriptionSegment[];
+}
+
+export interface SttModel extends LoadedModel {
+  readonly task: 'stt';
+  /** Rate the engine wants its mono float32 input at. */
+  readonly sampleRate: number;
+  readonly capabilities: { translate: boolean; wordTimestamps: boolean; languages: readonly string[] | null };
+  transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
+}
