@@ -135,6 +135,21 @@ describe('model registry', () => {
     await assert.rejects(registry.acquire(SILERO_V6), apiError('invalid_model', /outside the allowed --models-dir/));
   });
 
+  it('serves built-in models under their reserved IDs, listed as available before they load', async (t) => {
+    const { registry, double } = await setup(t, {
+      builtins: { 'builtin-vad': { task: 'vad', engine: 'silero-vad', load: (id) => sileroVadEngine.load({ id, path: SILERO_V6, projector: null }) } },
+    });
+    assert.ok(registry.list(true).some((m) => m.id === 'builtin-vad' && m.task === 'vad' && !m.loaded));
+    const lease = await registry.acquire<VadModel>('builtin-vad', 'vad');
+    assert.equal((await lease.model.segments(jfk)).length, 4);
+    lease.release();
+    assert.deepEqual(
+      registry.list(false).map((m) => [m.id, m.loaded]),
+      [['builtin-vad', true]],
+    );
+    assert.equal(double.requests.length, 0, 'no download');
+  });
+
   it('lists aliases and cached models as available', async (t) => {
     const { registry } = await setup(t, { defaults: { stt: SILERO_V6, tts: null, vad: DEFAULT_VAD_MODEL } });
     await registry.load(`${VAD_REPO}/ggml-silero-v5.1.2.bin`);

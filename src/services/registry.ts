@@ -33,6 +33,13 @@ export interface ModelLease<M extends LoadedModel = LoadedModel> {
   release(): void;
 }
 
+/** A model that ships with voxd under a short reserved ID: no file, no download. */
+export interface BuiltinModel {
+  task: ModelTask;
+  engine: string;
+  load(id: string): Promise<LoadedModel>;
+}
+
 /** Builds a model file locally when its hub download cannot be reached (e.g. the default VAD from ONNX). */
 export type OfflineFallback = () => Promise<string>;
 
@@ -47,6 +54,8 @@ export interface RegistryOptions {
   maxLoaded: number;
   idleTtlMs: number;
   fallbacks?: Record<string, OfflineFallback>;
+  /** Reserved IDs of built-in models (an existing local path of the same name still wins). */
+  builtins?: Record<string, BuiltinModel>;
 }
 
 interface Entry {
@@ -170,10 +179,12 @@ export class ModelRegistry {
     await Promise.all(entries.map((e) => this.dispose(e)));
   }
 
+  /** Local paths as absolute paths (an existing path always wins), then built-in IDs, then hub IDs as given. */
   private canonicalIdOrNull(id: string): string | null {
     const ref = parseModelId(id, this.options.modelsDirs);
-    if (!ref) return null;
-    return ref.kind === 'local' ? path.resolve(ref.path) : id;
+    if (ref?.kind === 'local') return path.resolve(ref.path);
+    if (this.builtin(id)) return id;
+    return ref ? id : null;
   }
 
   private canonicalId(id: string): string {
@@ -224,7 +235,13 @@ export class ModelRegistry {
     return entry;
   }
 
+  private builtin(id: string): BuiltinModel | undefined {
+    return Object.hasOwn(this.options.builtins ?? {}, id) ? this.options.builtins?.[id] : undefined;
+  }
+
   private async loadModel(id: string): Promise<LoadedModel> {
+    const builtin = this.builtin(id);
+    if (builtin) return builtin.load(id);
     const started = performance.now();
     const resolved = await this.locate(id);
     const engine = await this.engineFor(resolved.path, id);
@@ -362,11 +379,12 @@ export class ModelRegistry {
     const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
       target === null ? [] : [{ ...this.unloadedInfo(alias), target }],
     );
+    const builtins = Object.entries(this.options.builtins ?? {}).map(([id, b]) => ({ ...this.unloadedInfo(id), task: b.task, engine: b.engine }));
     const vad = { ...this.unloadedInfo(this.options.defaults.vad), task: 'vad' as const };
     const cached = this.options.hub
       .cachedRepos()
       .flatMap((repo) => repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)));
-    return [...aliases, vad, ...cached.filter((m) => m.id !== vad.id)];
+    return [...builtins, ...aliases, vad, ...cached.filter((m) => m.id !== vad.id)];
   }
 }
 
