@@ -49,6 +49,11 @@ export const SYSTEM_DEPS = [
   { what: 'ninja or make', check: command(['ninja', 'make']), debian: 'ninja-build' },
   { what: 'git (unpacks the llama.cpp source bundle)', check: command(['git']), debian: 'git' },
   { what: 'pkg-config', check: command(['pkg-config']), debian: 'pkg-config' },
+  // FFmpeg 5.1 or newer (audio decoding; its channel-layout API), Debian 12's versions as the floor
+  { what: 'FFmpeg libavformat >= 59.27', check: pkgConfig('libavformat >= 59.27'), debian: 'libavformat-dev' },
+  { what: 'FFmpeg libavcodec >= 59.37', check: pkgConfig('libavcodec >= 59.37'), debian: 'libavcodec-dev' },
+  { what: 'FFmpeg libswresample >= 4.7', check: pkgConfig('libswresample >= 4.7'), debian: 'libswresample-dev' },
+  { what: 'FFmpeg libavutil >= 57.28', check: pkgConfig('libavutil >= 57.28'), debian: 'libavutil-dev' },
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 

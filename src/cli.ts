@@ -49,6 +49,8 @@ function serveCommand(): Command {
     .option('--model-idle-ttl <seconds>', 'unload a model unused for this long (default: 0 = never)')
     .option('--max-queue <n>', 'jobs that may wait per model before requests get 503 (default: 64)')
     .option('--model-concurrency <n>', 'jobs that run at once per model (default: number of CPU cores)')
+    .option('--max-upload-mb <mb>', 'largest accepted audio upload, in MiB (default: 100)')
+    .option('--max-audio-seconds <seconds>', 'longest accepted audio input, in seconds of decoded audio (default: 3600)')
     .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
     .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish (default: 30)')
     .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')

@@ -32,6 +32,8 @@ export const configSchema = z.object({
   modelIdleTtl: nonNegativeInt.default(0),
   maxQueue: nonNegativeInt.default(64),
   modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
+  maxUploadMb: positiveInt.default(100),
+  maxAudioSeconds: positiveInt.default(3600),
   maxJsonKb: positiveInt.default(1024),
   shutdownTimeout: nonNegativeInt.default(30),
   cacheDir: z

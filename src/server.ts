@@ -4,6 +4,7 @@
  */
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { sileroVadEngine } from './engines/silero-vad.js';
+import { whisperEngine } from './engines/whisper.js';
 import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
 import { createHttpServer } from './http/server.js';
 import type { Logger } from './logger.js';
@@ -12,6 +13,7 @@ import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
 import { mountOperationRoutes } from './routes/operations.js';
 import { mountPendingRoutes } from './routes/pending.js';
+import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
 import { Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
@@ -38,7 +40,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     progressBar: true,
   });
   const registry = new ModelRegistry({
-    engines: [sileroVadEngine],
+    engines: [sileroVadEngine, whisperEngine],
     hub,
     logger,
     metrics,
@@ -62,6 +64,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   });
   mountOperationRoutes(http, context);
   mountModelRoutes(http, context);
+  mountTranscriptionRoutes(http, context);
   mountPendingRoutes(http);
 
   const port = await http.listen(config.host, config.port);

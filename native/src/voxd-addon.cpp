@@ -1,7 +1,9 @@
 // Entry point of the voxd native addon: registers every class and function the TS layer sees
 // (typed in src/native/addon.ts, the single description of this surface).
 #include "voxd-async.h"
+#include "voxd-audio.h"
 #include "voxd-vad.h"
+#include "voxd-whisper.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -64,6 +66,8 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     // one init per engine module; each exports its classes and functions
     voxd_export_class(env, exports, "AbortFlag", voxd_abort_flag::define(env));
     voxd_vad_init(env, exports);
+    voxd_whisper_init(env, exports);
+    voxd_audio_init(env, exports);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

@@ -93,8 +93,9 @@ export interface TranscribeOptions {
   /** Translate to English instead of transcribing. */
   translate?: boolean;
   signal?: AbortSignal;
-  /** Called on the event loop for each segment as soon as it is decoded (streaming responses). */
-  onSegment?: (segment: TranscriptionSegment) => void;
+  /** Called on the event loop for each segment as soon as it is decoded (streaming responses), with the
+   *  language in use (given or detected). */
+  onSegment?: (segment: TranscriptionSegment, language: string) => void;
 }
 
 export interface TranscriptionResult {

@@ -35,6 +35,129 @@ export interface NativeVadStream {
   close(): Promise<void>;
 }
 
+export interface NativeDecodeAudioOptions {
+  /** Output rate, Hz (an integer from 1000 to 384000). */
+  sampleRate: number;
+  /** Reject with `audio_too_long` as soon as the decoded audio is longer than this. */
+  maxSeconds?: number;
+}
+
+/** A whole audio file decoded by FFmpeg's libraries: down-mixed to mono, resampled to `sampleRate`. */
+export interface NativeDecodedAudio {
+  samples: Float32Array;
+  sampleRate: number;
+  /** Seconds of output audio. */
+  duration: number;
+  sourceSampleRate: number;
+  sourceChannels: number;
+  /** FFmpeg's codec name: `mp3`, `aac`, `flac`, `opus`, `vorbis`, `pcm_s16le`, ... */
+  codec: string;
+  /** `wav`, `mp3`, `flac`, `mp4`, `m4a`, `aac`, `ogg`, `webm`, `matroska`, ... */
+  container: string;
+  /**
+   * FFmpeg met errors, or the audio is shorter than the header says: `samples` hold what could be decoded
+   * (best effort: a cut-off WAV or Ogg file is not always noticed).
+   */
+  truncated: boolean;
+}
+
+export interface NativeWhisperLoadOptions {
+  /** Use a GPU backend when the addon has one (default true; CPU otherwise). */
+  useGpu?: boolean;
+  flashAttn?: boolean;
+  gpuDevice?: number;
+  /** Idle decoding states kept for reuse (default 2); each holds compute buffers and KV caches. */
+  maxIdleStates?: number;
+}
+
+export interface NativeWhisperParams {
+  /** ISO 639-1 code or English name; null, absent or `auto` = detect (multilingual models). */
+  language?: string | null;
+  /** Translate to English (multilingual models only). */
+  translate?: boolean;
+  initialPrompt?: string | null;
+  /** First decoding temperature, 0..1 (default 0). */
+  temperature?: number;
+  /** Fallback step: a window that fails the log-probability or entropy checks is decoded again this much hotter, up to 1 (default 0.2; 0 = no fallback). */
+  temperatureInc?: number;
+  /** Most text tokens per segment and in the whole result; decoding stops once spent (0 or absent = no limit). */
+  maxTokens?: number;
+  /** Per-word start/end from whisper.cpp's token timestamps. */
+  wordTimestamps?: boolean;
+  /** Compute threads (default min(4, hardware threads)). */
+  threads?: number;
+  /** Do not condition a window on the text of the previous ones; an initial prompt then conditions every window. */
+  noContext?: boolean;
+}
+
+export interface NativeWhisperWord {
+  /** The word without its leading space, punctuation attached. */
+  word: string;
+  start: number;
+  end: number;
+  /** The lowest probability of its tokens. */
+  probability: number;
+}
+
+/** Times in seconds, clamped to the clip and in order. */
+export interface NativeWhisperSegment {
+  index: number;
+  start: number;
+  end: number;
+  text: string;
+  /** Text and timestamp token ids (no other special tokens). */
+  tokens: number[];
+  avgLogprob: number;
+  noSpeechProb: number;
+  /** The temperature of the decoding attempt this segment came from. */
+  temperature: number;
+  /** Present when word timestamps were asked for (and the segment has words). */
+  words?: NativeWhisperWord[];
+}
+
+export interface NativeWhisperResult {
+  /** ISO 639-1 code: given, `en` for English-only models, or detected. */
+  language: string;
+  segments: NativeWhisperSegment[];
+}
+
+export interface NativeWhisperInfo {
+  multilingual: boolean;
+  /** `tiny`, `base`, `small`, `medium`, `large` (from the layer count). */
+  type: string;
+  nVocab: number;
+  nAudioCtx: number;
+  nAudioState: number;
+  nAudioHead: number;
+  nAudioLayer: number;
+  nTextCtx: number;
+  nTextState: number;
+  nTextHead: number;
+  nTextLayer: number;
+  nMels: number;
+  ftype: number;
+  /** Language codes the model knows (`['en']` for English-only models). */
+  languages: string[];
+}
+
+export interface NativeWhisperModel {
+  info(): NativeWhisperInfo;
+  /**
+   * Transcribes 16 kHz mono audio on a worker thread with a decoding state of its own, so calls may overlap.
+   * `onSegment` gets each segment (and the language in use) as soon as it is decoded, every one before the
+   * promise resolves and none after a rejection. Rejects with `invalid_argument`, `closed` (after release),
+   * `aborted` or `transcription_failed`.
+   */
+  transcribe(
+    samples: Float32Array,
+    params?: NativeWhisperParams,
+    onSegment?: ((segment: NativeWhisperSegment, language: string) => void) | null,
+    abort?: NativeAbortFlag,
+  ): Promise<NativeWhisperResult>;
+  /** Drops this object's hold on the weights; transcriptions in flight finish first. Later calls throw `closed`. */
+  release(): void;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -51,6 +174,13 @@ export interface NativeAddon {
   AbortFlag: new () => NativeAbortFlag;
   VadModel: { load(path: string): Promise<NativeVadModel> };
   VadStream: { readonly frameSamples: number };
+  /** Rejects with `model_load_failed` for a missing, truncated or malformed file. */
+  WhisperModel: { load(path: string, options?: NativeWhisperLoadOptions): Promise<NativeWhisperModel>; readonly sampleRate: number };
+  /**
+   * Decodes a whole file held in memory (WAV, MP3, FLAC, MP4/M4A, ADTS AAC, Ogg, WebM/Matroska, ...). Rejects
+   * with `invalid_audio` (not audio, unsupported codec, nothing decodable), `audio_too_long` or `aborted`.
+   */
+  decodeAudio(data: Uint8Array, options: NativeDecodeAudioOptions, abort?: NativeAbortFlag): Promise<NativeDecodedAudio>;
   systemInfo(): NativeSystemInfo;
   setLogLevel(level: number): void;
 }

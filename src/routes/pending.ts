@@ -5,8 +5,6 @@ import type { HttpServer } from '../http/server.js';
 const PENDING: [method: 'GET' | 'POST', path: string, what: string][] = [
   ['POST', '/v1/audio/speech', 'text-to-speech'],
   ['GET', '/v1/audio/voices', 'voice listing'],
-  ['POST', '/v1/audio/transcriptions', 'speech-to-text'],
-  ['POST', '/v1/audio/translations', 'speech translation'],
   ['POST', '/v1/audio/separations', 'audio source separation'],
 ];
 

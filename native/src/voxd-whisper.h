@@ -1,0 +1,54 @@
+// Speech-to-text through whisper.cpp: one whisper_context of weights per model file, one whisper_state per
+// transcription in flight, so a loaded model serves concurrent requests.
+#pragma once
+
+#include "voxd-async.h"
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct whisper_context;
+struct whisper_state;
+
+// Shared (shared_ptr) by the JS WhisperModel and every transcription in flight: the weights are freed when
+// the last of them lets go, never under a running worker.
+struct voxd_whisper_model_data {
+    struct context_deleter { void operator()(whisper_context * ctx) const; };
+    struct state_deleter   { void operator()(whisper_state * state) const; };
+    using context_ptr = std::unique_ptr<whisper_context, context_deleter>;
+    using state_ptr   = std::unique_ptr<whisper_state, state_deleter>;
+
+    context_ptr ctx;      // declared before `idle`: idle states are freed first
+    std::string path;
+    size_t      max_idle = 2; // idle states kept for reuse: each holds compute buffers and KV caches
+
+    state_ptr acquire();              // an idle state or a newly allocated one
+    void      release(state_ptr st);  // back to the pool, or freed beyond max_idle
+
+private:
+    std::mutex             m_mutex;
+    std::vector<state_ptr> m_idle;
+};
+
+// JS: `WhisperModel.load(path, { useGpu?, flashAttn?, gpuDevice?, maxIdleStates? }) -> Promise<WhisperModel>`;
+// `model.info()`; `model.transcribe(samples16k, params?, onSegment?, abort?) -> Promise<{ language, segments }>`;
+// `model.release()` drops this object's hold on the weights (transcriptions in flight finish first).
+class voxd_whisper_model : public Napi::ObjectWrap<voxd_whisper_model> {
+public:
+    static Napi::Function define(Napi::Env env);
+    explicit voxd_whisper_model(const Napi::CallbackInfo & info);
+
+private:
+    static Napi::Value load(const Napi::CallbackInfo & info);
+    Napi::Value info(const Napi::CallbackInfo & info);
+    Napi::Value transcribe(const Napi::CallbackInfo & info);
+    Napi::Value release(const Napi::CallbackInfo & info);
+
+    std::shared_ptr<voxd_whisper_model_data> loaded(Napi::Env env) const; // throws "closed" after release()
+
+    std::shared_ptr<voxd_whisper_model_data> m_model;
+};
+
+// Exports WhisperModel.
+void voxd_whisper_init(Napi::Env env, Napi::Object exports);

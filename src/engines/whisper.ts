@@ -1,0 +1,232 @@
+/**
+ * Speech-to-text with whisper.cpp (ggml Whisper files such as `ggerganov/whisper.cpp/ggml-base.en.bin`). One
+ * loaded model serves concurrent transcriptions, each on a worker thread with a decoding state of its own.
+ */
+import { open } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { deflateSync } from 'node:zlib';
+import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
+import { ApiError } from '../http/errors.js';
+import { abortFlagFor } from './native-abort.js';
+import type { Engine, ResolvedModel, SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
+
+const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
+const SAMPLE_RATE = 16000;
+/** whisper.cpp's default fallback step: a window that fails its checks is decoded again this much hotter. */
+const TEMPERATURE_INCREMENT = 0.2;
+
+export interface WhisperHeader {
+  nVocab: number;
+  nAudioCtx: number;
+  nAudioState: number;
+  nAudioHead: number;
+  nAudioLayer: number;
+  nTextCtx: number;
+  nTextState: number;
+  nTextHead: number;
+  nTextLayer: number;
+  nMels: number;
+  ftype: number;
+  multilingual: boolean;
+}
+
+/**
+ * Reads the hparams of a whisper.cpp model file, or null when the file is something else. After the magic a
+ * Whisper file has eleven int32 hparams and then the mel filter bank (n_mel, n_fft = 201); a Silero VAD file
+ * has the same magic followed by a length-prefixed "silero-..." string, which fails the vocabulary check.
+ */
+export async function readWhisperHeader(path: string): Promise<WhisperHeader | null> {
+  const file = await open(path, 'r').catch(() => null);
+  if (!file) return null;
+  try {
+    const head = Buffer.alloc(4 + 13 * 4);
+    const { bytesRead } = await file.read(head, 0, head.length, 0);
+    if (bytesRead < head.length || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
+    const [nVocab, nAudioCtx, nAudioState, nAudioHead, nAudioLayer, nTextCtx, nTextState, nTextHead, nTextLayer, nMels, ftype, nMel, nFft] = Array.from(
+      { length: 13 },
+      (_, i) => head.readInt32LE(4 + 4 * i),
+    ) as [number, number, number, number, number, number, number, number, number, number, number, number, number];
+    const plausible =
+      nVocab >= 51864 && // the Whisper tokenizer: 51864 English-only, 51865 multilingual, 51866 large-v3
+      nVocab <= 1 << 20 &&
+      nAudioCtx > 0 &&
+      nTextCtx > 0 &&
+      nAudioState > 0 &&
+      nTextState === nAudioState &&
+      nAudioHead > 0 &&
+      nAudioState % nAudioHead === 0 &&
+      nTextHead > 0 &&
+      nTextState % nTextHead === 0 &&
+      nAudioLayer > 0 &&
+      nAudioLayer <= 256 &&
+      nTextLayer > 0 &&
+      nTextLayer <= 256 &&
+      nMel === nMels &&
+      nFft === 201 &&
+      ftype >= 0;
+    if (!plausible) return null;
+    return {
+      nVocab,
+      nAudioCtx,
+      nAudioState,
+      nAudioHead,
+      nAudioLayer,
+      nTextCtx,
+      nTextState,
+      nTextHead,
+      nTextLayer,
+      nMels,
+      ftype,
+      multilingual: nVocab >= 51865,
+    };
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * The vendor's compression ratio: UTF-8 bytes over zlib-compressed bytes. Node's `deflateSync` defaults (level
+ * 6, 32 KiB window, zlib framing) produce what Python's `zlib.compress` does, so the value matches
+ * openai-whisper's exactly. whisper.cpp's own repetition check is token entropy and gives no such number.
+ */
+export function compressionRatio(text: string): number {
+  const bytes = Buffer.from(text, 'utf8');
+  return bytes.length === 0 ? 0 : bytes.length / deflateSync(bytes).length;
+}
+
+// Transcriptions running in this process, across models: each gets a share of the cores when it starts
+// (ggml's threads spin at barriers, so oversubscribing the cores costs far more than it gains).
+let running = 0;
+/** Beyond this, whisper.cpp's decoder loses more in synchronisation than extra threads win. */
+const MAX_THREADS = 8;
+
+function threadsForNewJob(): number {
+  return Math.max(1, Math.min(MAX_THREADS, Math.floor(availableParallelism() / running)));
+}
+
+function codedError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+function toSegment(segment: NativeWhisperSegment, wordTimestamps: boolean): TranscriptionSegment {
+  const out: TranscriptionSegment = {
+    id: segment.index,
+    start: segment.start,
+    end: segment.end,
+    text: segment.text,
+    tokens: segment.tokens,
+    temperature: segment.temperature,
+    avgLogprob: segment.avgLogprob,
+    compressionRatio: compressionRatio(segment.text),
+    noSpeechProb: segment.noSpeechProb,
+  };
+  if (wordTimestamps) out.words = (segment.words ?? []).map(({ word, start, end }) => ({ word, start, end }));
+  return out;
+}
+
+class WhisperSttModel implements SttModel {
+  readonly task = 'stt' as const;
+  readonly engine = 'whisper';
+  readonly sampleRate = SAMPLE_RATE;
+  readonly capabilities: SttModel['capabilities'];
+
+  constructor(
+    readonly id: string,
+    private native: NativeWhisperModel | null,
+    readonly info: NativeWhisperInfo,
+  ) {
+    this.capabilities = { translate: info.multilingual, wordTimestamps: true, languages: info.multilingual ? info.languages : ['en'] };
+  }
+
+  private get loaded(): NativeWhisperModel {
+    if (!this.native) throw codedError('closed', `model ${this.id} was unloaded`);
+    return this.native;
+  }
+
+  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
+    const native = this.loaded;
+    if (options.translate && !this.capabilities.translate) {
+      throw new ApiError('invalid_request', `model ${this.id} is English-only and cannot translate`, { param: 'model' });
+    }
+    const language = options.language ? options.language.trim().toLowerCase() : null;
+    if (language && !this.info.multilingual && language !== 'en' && language !== 'english') {
+      throw new ApiError('invalid_request', `model ${this.id} is English-only; it cannot transcribe language '${options.language}'`, { param: 'language' });
+    }
+    const wordTimestamps = options.wordTimestamps ?? false;
+    const temperature = options.temperature ?? 0;
+    const params: NativeWhisperParams = {
+      language,
+      translate: options.translate ?? false,
+      initialPrompt: options.prompt || null,
+      // the vendor's semantics: 0 means "start greedy, fall back hotter when a window fails its checks";
+      // an explicit temperature is used as is
+      temperature,
+      temperatureInc: temperature > 0 ? 0 : TEMPERATURE_INCREMENT,
+      maxTokens: options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0,
+      wordTimestamps,
+    };
+
+    // the flag follows the request's signal, and also stops the work when the caller's onSegment throws
+    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
+    let callbackFailed = false;
+    let callbackError: unknown;
+    const userOnSegment = options.onSegment;
+    const onSegment = userOnSegment
+      ? (segment: NativeWhisperSegment, lang: string) => {
+          if (callbackFailed) return;
+          try {
+            userOnSegment(toSegment(segment, wordTimestamps), lang);
+          } catch (error) {
+            callbackFailed = true;
+            callbackError = error;
+            flag.abort();
+          }
+        }
+      : null;
+
+    running += 1;
+    try {
+      params.threads = threadsForNewJob();
+      const result = await native.transcribe(samples, params, onSegment, flag);
+      if (callbackFailed) throw callbackError;
+      const segments = result.segments.map((segment) => toSegment(segment, wordTimestamps));
+      return {
+        text: segments
+          .map((s) => s.text)
+          .join('')
+          .trim(),
+        language: result.language,
+        duration: samples.length / SAMPLE_RATE,
+        segments,
+      };
+    } catch (error) {
+      throw callbackFailed ? callbackError : error;
+    } finally {
+      running -= 1;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    // the weights are freed now, or by the last transcription still running
+    this.native?.release();
+    this.native = null;
+  }
+}
+
+export const whisperEngine: Engine<SttModel> = {
+  name: 'whisper',
+  task: 'stt',
+  async detect(path: string): Promise<boolean> {
+    return (await readWhisperHeader(path)) !== null;
+  },
+  async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
+    if (!model.path) throw new Error('the whisper engine needs a model file');
+    signal?.throwIfAborted();
+    const native = await loadNative().WhisperModel.load(model.path);
+    if (signal?.aborted) {
+      native.release();
+      signal.throwIfAborted();
+    }
+    return new WhisperSttModel(model.id, native, native.info());
+  },
+};

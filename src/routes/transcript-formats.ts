@@ -1,0 +1,91 @@
+/**
+ * Renderings of a transcription result in the vendor's response formats (voxd-api.md, "POST
+ * /v1/audio/transcriptions"): json, text, srt, vtt, verbose_json and ndjson, plus the streamed NDJSON and SSE events.
+ */
+import type { TranscriptionResult, TranscriptionSegment } from '../engines/types.js';
+import { languageName } from '../services/languages.js';
+
+export const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json', 'ndjson'] as const;
+export type TranscriptFormat = (typeof TRANSCRIPT_FORMATS)[number];
+
+export interface RenderOptions {
+  task: 'transcribe' | 'translate';
+  /** `verbose=true` (seed): json carries language, duration and segments too. */
+  verbose: boolean;
+  words: boolean;
+  segments: boolean;
+}
+
+const PLAIN_TEXT = 'text/plain; charset=utf-8';
+
+function usage(result: TranscriptionResult): { type: 'duration'; seconds: number } {
+  return { type: 'duration', seconds: Math.ceil(result.duration) };
+}
+
+/** The vendor's ten verbose_json segment fields. */
+function vendorSegment(segment: TranscriptionSegment): Record<string, unknown> {
+  return {
+    id: segment.id,
+    seek: Math.floor(segment.start * 100),
+    start: segment.start,
+    end: segment.end,
+    text: segment.text,
+    tokens: segment.tokens,
+    temperature: segment.temperature,
+    avg_logprob: segment.avgLogprob,
+    compression_ratio: segment.compressionRatio,
+    no_speech_prob: segment.noSpeechProb,
+  };
+}
+
+function timestamp(seconds: number, decimalMark: ',' | '.'): string {
+  const ms = Math.max(0, Math.round(seconds * 1000));
+  const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
+  return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${decimalMark}${pad(ms % 1000, 3)}`;
+}
+
+/** One streamed/NDJSON line per segment (seed shape). */
+export function segmentLine(segment: TranscriptionSegment, language: string): string {
+  return JSON.stringify({ text: segment.text, start: segment.start, end: segment.end, is_final: true, language }) + '\n';
+}
+
+export function renderTranscript(format: TranscriptFormat, result: TranscriptionResult, options: RenderOptions): { body: string; contentType: string } {
+  switch (format) {
+    case 'json': {
+      const body = options.verbose
+        ? { text: result.text, language: result.language, duration: result.duration, segments: result.segments.map(vendorSegment) }
+        : { text: result.text };
+      return { body: JSON.stringify(body), contentType: 'application/json' };
+    }
+    case 'text':
+      return { body: result.text + '\n', contentType: PLAIN_TEXT };
+    case 'srt':
+      return {
+        body: result.segments.map((s, i) => `${i + 1}\n${timestamp(s.start, ',')} --> ${timestamp(s.end, ',')}\n${s.text.trim()}\n`).join('\n'),
+        contentType: PLAIN_TEXT,
+      };
+    case 'vtt':
+      return {
+        body: 'WEBVTT\n\n' + result.segments.map((s) => `${timestamp(s.start, '.')} --> ${timestamp(s.end, '.')}\n${s.text.trim()}\n`).join('\n'),
+        contentType: PLAIN_TEXT,
+      };
+    case 'verbose_json': {
+      const body: Record<string, unknown> = { task: options.task, language: languageName(result.language), duration: result.duration, text: result.text };
+      if (options.segments) body.segments = result.segments.map(vendorSegment);
+      if (options.words) body.words = result.segments.flatMap((s) => s.words ?? []);
+      body.usage = usage(result);
+      return { body: JSON.stringify(body), contentType: 'application/json' };
+    }
+    case 'ndjson':
+      return { body: result.segments.map((s) => segmentLine(s, result.language)).join(''), contentType: 'application/x-ndjson' };
+  }
+}
+
+/** SSE events of the vendor SDKs' streaming transcription. */
+export function sseDelta(delta: string): string {
+  return `data: ${JSON.stringify({ type: 'transcript.text.delta', delta })}\n\n`;
+}
+
+export function sseDone(result: TranscriptionResult): string {
+  return `data: ${JSON.stringify({ type: 'transcript.text.done', text: result.text, usage: usage(result) })}\n\n`;
+}
