@@ -68,6 +68,8 @@ export async function parseMultipart(
   parser.on('file', (name, stream, info) => {
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // a body cut short (client gone) errors the part's stream: without a listener that would crash the process
+    stream.on('error', (error) => fail(malformed(error)));
     stream.on('limit', () => fail(new ApiError('payload_too_large', `File '${name}' exceeds the limit of ${maxFileBytes} bytes`, { param: name })));
     stream.on('end', () => {
       const data = Buffer.concat(chunks);

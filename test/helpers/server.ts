@@ -1,7 +1,6 @@
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { TestContext } from 'node:test';
 import { resolveConfig, type Config } from '../../src/config.js';
 import { createLogger, closeLogger } from '../../src/logger.js';
 import { startServer, type RunningServer } from '../../src/server.js';
@@ -14,14 +13,19 @@ export interface TestServer {
 }
 
 /** A real voxd server on 127.0.0.1 with an ephemeral port, its own log dir and hub cache; closed after the test. */
-export async function startTestServer(t: TestContext, flags: Partial<Record<keyof Config, unknown>> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestServer> {
+/** `scope.after` runs the cleanup: a test's context, or `{ after }` from node:test inside a describe. */
+export async function startTestServer(
+  scope: { after(fn: () => Promise<void>): void },
+  flags: Partial<Record<keyof Config, unknown>> = {},
+  env: NodeJS.ProcessEnv = {},
+): Promise<TestServer> {
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-server-test-'));
   const logDir = path.join(scratch, 'logs');
   const hubCache = path.join(scratch, 'hub');
   const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir, cacheDir: path.join(scratch, 'voxd-cache'), ...flags }, {});
   const logger = createLogger({ logDir, level: 'info', console: false });
   const server = await startServer(config, logger, { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: hubCache, ...env });
-  t.after(async () => {
+  scope.after(async () => {
     await server.close();
     await closeLogger(logger);
     await fsp.rm(scratch, { recursive: true, force: true });
