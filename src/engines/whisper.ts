@@ -15,20 +15,8 @@ const SAMPLE_RATE = 16000;
 /** whisper.cpp's default fallback step: a window that fails its checks is decoded again this much hotter. */
 const TEMPERATURE_INCREMENT = 0.2;
 
-export interface WhisperHeader {
-  nVocab: number;
-  nAudioCtx: number;
-  nAudioState: number;
-  nAudioHead: number;
-  nAudioLayer: number;
-  nTextCtx: number;
-  nTextState: number;
-  nTextHead: number;
-  nTextLayer: number;
-  nMels: number;
-  ftype: number;
-  multilingual: boolean;
-}
+/** What the file header says (the same fields the loaded model reports, less those derived from them). */
+export type WhisperHeader = Omit<NativeWhisperInfo, 'type' | 'languages'>;
 
 /**
  * Reads the hparams of a whisper.cpp model file, or null when the file is something else. After the magic a
