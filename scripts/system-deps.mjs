@@ -42,6 +42,23 @@ export function header(name) {
     spawnSync(process.env.CC || 'cc', ['-E', '-x', 'c', '-o', '/dev/null', '-'], { input: `#include <${name}>\n` }).status === 0 ? null : 'header not found';
 }
 
+/** A shared library the dynamic loader finds by its soname (for libraries the addon opens at run time). */
+export function sharedLibrary(soname) {
+  return () => {
+    for (const ldconfig of ['ldconfig', '/sbin/ldconfig', '/usr/sbin/ldconfig']) {
+      const run = spawnSync(ldconfig, ['-p'], { encoding: 'utf8', maxBuffer: 16 << 20 });
+      if (run.error || run.status !== 0) continue;
+      return run.stdout.includes(`${soname} (`) ? null : 'not found by ldconfig';
+    }
+    return 'cannot run ldconfig';
+  };
+}
+
+/** A file that a package installs (data read at run time, e.g. a model). */
+export function file(path) {
+  return () => (fs.existsSync(path) ? null : `${path} missing`);
+}
+
 export const SYSTEM_DEPS = [
   { what: 'cmake >= 3.18', check: command(['cmake'], '3.18'), debian: 'cmake' },
   { what: 'a C compiler', check: command(process.env.CC ? [process.env.CC] : ['cc', 'gcc', 'clang']), debian: 'gcc' },
@@ -54,6 +71,16 @@ export const SYSTEM_DEPS = [
   { what: 'FFmpeg libavcodec >= 59.37', check: pkgConfig('libavcodec >= 59.37'), debian: 'libavcodec-dev' },
   { what: 'FFmpeg libswresample >= 4.7', check: pkgConfig('libswresample >= 4.7'), debian: 'libswresample-dev' },
   { what: 'FFmpeg libavutil >= 57.28', check: pkgConfig('libavutil >= 57.28'), debian: 'libavutil-dev' },
+  // pocketsphinx 5prealpha, the built-in `sphinx` recognizer: its headers to build; the addon opens the library
+  // and reads the US English model at run time, and only that model fails without them (hence optional here)
+  { what: 'pocketsphinx headers', check: pkgConfig('pocketsphinx'), debian: 'libpocketsphinx-dev' },
+  { what: 'libpocketsphinx.so.3 (run time, built-in sphinx model)', check: sharedLibrary('libpocketsphinx.so.3'), debian: 'libpocketsphinx3', optional: true },
+  {
+    what: 'pocketsphinx US English model (run time, built-in sphinx model)',
+    check: file('/usr/share/pocketsphinx/model/en-us/en-us/mdef'),
+    debian: 'pocketsphinx-en-us',
+    optional: true,
+  },
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 

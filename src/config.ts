@@ -7,6 +7,8 @@ import path from 'node:path';
 import { z } from 'zod';
 
 export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
+/** The built-in pocketsphinx recognizer (engines/sphinx.ts): behind the STT aliases unless --stt-model says otherwise. */
+export const DEFAULT_STT_MODEL = 'sphinx';
 
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().nonnegative();
@@ -23,7 +25,7 @@ export const configSchema = z.object({
   realtimeTranscriptionDelayMs: nonNegativeInt.nullable().default(null),
   vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
   ttsMaxBatchSize: positiveInt.max(256).default(8),
-  sttModel: z.string().min(1).nullable().default(null),
+  sttModel: z.string().min(1).nullable().default(DEFAULT_STT_MODEL),
   ttsModel: z.string().min(1).nullable().default(null),
   modelsDirs: z.array(z.string().min(1)).default([]),
   offline: z.boolean().default(false),
@@ -44,12 +46,13 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
-/** The five environment variables of the seed spec, plus the cache location. */
+/** The five environment variables of the seed spec, plus the STT default and the cache location. */
 export const ENV_VARIABLES = {
   realtimeModel: 'VOXD_REALTIME_MODEL',
   realtimeTranscriptionDelayMs: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
   vadModel: 'VOXD_VAD_MODEL',
   ttsMaxBatchSize: 'VOXD_TTS_MAX_BATCH_SIZE',
+  sttModel: 'VOXD_STT_MODEL',
   allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
   cacheDir: 'VOXD_CACHE_DIR',
 } as const satisfies Partial<Record<keyof Config, string>>;

@@ -4,6 +4,7 @@
  */
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { sileroVadEngine } from './engines/silero-vad.js';
+import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { whisperEngine } from './engines/whisper.js';
 import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
 import { createHttpServer } from './http/server.js';
@@ -49,6 +50,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     maxLoaded: config.maxLoadedModels,
     idleTtlMs: config.modelIdleTtl * 1000,
     fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(config.cacheDir) },
+    builtins: { [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) } },
   });
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
   const context: RouteContext = { config, logger, metrics, registry, scheduler, readiness: { ready: false, error: null } };

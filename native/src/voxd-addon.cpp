@@ -2,6 +2,7 @@
 // (typed in src/native/addon.ts, the single description of this surface).
 #include "voxd-async.h"
 #include "voxd-audio.h"
+#include "voxd-sphinx.h"
 #include "voxd-vad.h"
 #include "voxd-whisper.h"
 
@@ -68,6 +69,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_vad_init(env, exports);
     voxd_whisper_init(env, exports);
     voxd_audio_init(env, exports);
+    voxd_sphinx_init(env, exports);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

@@ -158,6 +158,52 @@ export interface NativeWhisperModel {
   release(): void;
 }
 
+/** Model files for pocketsphinx; each defaults to Debian's US English model (package pocketsphinx-en-us). */
+export interface NativeSphinxLoadOptions {
+  /** Acoustic model directory (`/usr/share/pocketsphinx/model/en-us/en-us`). */
+  hmm?: string;
+  /** Language model (`/usr/share/pocketsphinx/model/en-us/en-us.lm.bin`). */
+  lm?: string;
+  /** Pronunciation dictionary (`/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict`). */
+  dict?: string;
+  /** Idle decoders kept for reuse (default 2); each holds its own copy of the model, about 35 MB. */
+  maxIdleDecoders?: number;
+}
+
+export interface NativeSphinxWord {
+  /** Dictionary word, lower case; fillers (`<sil>`, `[NOISE]`, ...) are dropped and `(2)` suffixes removed. */
+  word: string;
+  /** Seconds from the start of the clip (10 ms frames), in order and inside the clip. */
+  start: number;
+  end: number;
+  /** Posterior probability of the word in its utterance's lattice, 0..1. */
+  probability: number;
+}
+
+/** One utterance, as pocketsphinx_continuous segments the audio on silence; times span its words. */
+export interface NativeSphinxSegment {
+  start: number;
+  end: number;
+  text: string;
+  words: NativeSphinxWord[];
+}
+
+export interface NativeSphinxResult {
+  /** The utterances' texts joined with spaces: what `pocketsphinx_continuous -infile` prints, one line each. */
+  text: string;
+  segments: NativeSphinxSegment[];
+}
+
+export interface NativeSphinxModel {
+  /**
+   * Transcribes 16 kHz mono audio on a worker thread with a pooled decoder of its own, so calls may overlap.
+   * Rejects with `invalid_argument`, `closed` (after release), `aborted` or `transcription_failed`.
+   */
+  transcribe(samples: Float32Array, abort?: NativeAbortFlag): Promise<NativeSphinxResult>;
+  /** Drops this object's hold on the decoders; transcriptions in flight finish first. Later calls throw `closed`. */
+  release(): void;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -176,6 +222,15 @@ export interface NativeAddon {
   VadStream: { readonly frameSamples: number };
   /** Rejects with `model_load_failed` for a missing, truncated or malformed file. */
   WhisperModel: { load(path: string, options?: NativeWhisperLoadOptions): Promise<NativeWhisperModel>; readonly sampleRate: number };
+  /**
+   * pocketsphinx 5prealpha, opened at run time: rejects with `engine_unavailable` (naming the Debian packages) when
+   * libpocketsphinx.so.3 or the default model is missing, `model_load_failed` for missing or malformed files.
+   */
+  SphinxModel: {
+    load(options?: NativeSphinxLoadOptions): Promise<NativeSphinxModel>;
+    readonly sampleRate: number;
+    readonly defaultPaths: { hmm: string; lm: string; dict: string };
+  };
   /**
    * Decodes a whole file held in memory (WAV, MP3, FLAC, MP4/M4A, ADTS AAC, Ogg, WebM/Matroska, ...). Rejects
    * with `invalid_audio` (not audio, unsupported codec, nothing decodable), `audio_too_long` or `aborted`.

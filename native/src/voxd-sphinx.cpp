@@ -1,0 +1,608 @@
+#include "voxd-sphinx.h"
+
+// Types and prototypes only: every function is resolved with dlsym, none is linked.
+#include <pocketsphinx.h>
+#include <sphinxbase/cmn.h>
+#include <sphinxbase/err.h>
+#include <sphinxbase/feat.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace {
+
+const char * const k_install_hint =
+    "install Debian's libpocketsphinx3 and pocketsphinx-en-us packages (apt-get install libpocketsphinx3 pocketsphinx-en-us)";
+
+// pocketsphinx_continuous -infile reads the audio in blocks of this many samples and checks the decoder's
+// speech state after each; matching it makes the utterance boundaries (and so the transcript) match too.
+constexpr size_t k_block_samples = 2048;
+
+// ---- the library, opened at run time ----
+
+// The handful of pocketsphinx 5prealpha (soname .so.3) and sphinxbase functions voxd calls.
+struct voxd_sphinx_api {
+    decltype(&::cmd_ln_parse_r)   cmd_ln_parse_r   = nullptr;
+    decltype(&::cmd_ln_free_r)    cmd_ln_free_r    = nullptr;
+    decltype(&::cmd_ln_int_r)     cmd_ln_int_r     = nullptr;
+    decltype(&::cmd_ln_float_r)   cmd_ln_float_r   = nullptr;
+    decltype(&::err_set_callback) err_set_callback = nullptr;
+    decltype(&::err_set_logfp)    err_set_logfp    = nullptr;
+    decltype(&::logmath_exp)      logmath_exp      = nullptr;
+
+    decltype(&::ps_args)          ps_args          = nullptr;
+    decltype(&::ps_init)          ps_init          = nullptr;
+    decltype(&::ps_free)          ps_free          = nullptr;
+    decltype(&::ps_get_config)    ps_get_config    = nullptr;
+    decltype(&::ps_get_feat)      ps_get_feat      = nullptr;
+    decltype(&::ps_get_logmath)   ps_get_logmath   = nullptr;
+    decltype(&::ps_start_stream)  ps_start_stream  = nullptr;
+    decltype(&::ps_start_utt)     ps_start_utt     = nullptr;
+    decltype(&::ps_process_raw)   ps_process_raw   = nullptr;
+    decltype(&::ps_end_utt)       ps_end_utt       = nullptr;
+    decltype(&::ps_get_in_speech) ps_get_in_speech = nullptr;
+    decltype(&::ps_get_hyp)       ps_get_hyp       = nullptr;
+    decltype(&::ps_seg_iter)      ps_seg_iter      = nullptr;
+    decltype(&::ps_seg_next)      ps_seg_next      = nullptr;
+    decltype(&::ps_seg_word)      ps_seg_word      = nullptr;
+    decltype(&::ps_seg_frames)    ps_seg_frames    = nullptr;
+    decltype(&::ps_seg_prob)      ps_seg_prob      = nullptr;
+    decltype(&::ps_seg_free)      ps_seg_free      = nullptr;
+};
+
+// pocketsphinx logs through one process-wide callback. voxd drops every line below ERROR and keeps, per thread,
+// the first error of the current call for the message of the voxd_error it throws.
+thread_local std::string    t_first_error;
+thread_local std::jmp_buf * t_fatal_jump = nullptr; // set while voxd_sphinx_guarded runs on this thread
+
+// `ERROR: "dict.c", line 195: Failed to open ...` -> `Failed to open ...`
+std::string voxd_sphinx_strip_prefix(const char * line) {
+    std::string s(line);
+    const size_t at = s.find("\", line ");
+    if (at != std::string::npos) {
+        const size_t colon = s.find(": ", at);
+        if (colon != std::string::npos) {
+            s.erase(0, colon + 2);
+        }
+    }
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
+        s.pop_back();
+    }
+    // messages quote bytes of the file that failed to parse: keep the error printable and short
+    for (char & c : s) {
+        if ((unsigned char) c < 0x20 || (unsigned char) c >= 0x7f) {
+            c = '?';
+        }
+    }
+    if (s.size() > 200) {
+        s.resize(200);
+    }
+    return s;
+}
+
+void voxd_sphinx_log(void * /*user_data*/, err_lvl_t level, const char * fmt, ...) {
+    if (level < ERR_ERROR) {
+        return;
+    }
+    if (t_first_error.empty()) {
+        char line[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        std::vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        try {
+            t_first_error = voxd_sphinx_strip_prefix(line);
+        } catch (...) {
+            // out of memory inside a C callback: keep no message rather than throw through C frames
+        }
+    }
+    if (level == ERR_FATAL && t_fatal_jump) {
+        std::longjmp(*t_fatal_jump, 1);
+    }
+}
+
+// pocketsphinx calls exit() right after logging a FATAL error (a malformed model file, out of memory). The log
+// callback jumps back into this frame instead, so a bad file fails one call rather than ending the server.
+// Only pocketsphinx's C frames and `fn` lie in between, so `fn` must own nothing with a destructor across its
+// library calls. What pocketsphinx had allocated is leaked, and its decoder must never be used again.
+template <typename F>
+bool voxd_sphinx_guarded(F fn) {
+    std::jmp_buf env;
+    if (setjmp(env) != 0) {
+        t_fatal_jump = nullptr;
+        return false;
+    }
+    t_fatal_jump = &env;
+    fn();
+    t_fatal_jump = nullptr;
+    return true;
+}
+
+template <typename F>
+void voxd_sphinx_resolve(void * lib, const char * name, F & fn, std::string & missing) {
+    fn = reinterpret_cast<F>(dlsym(lib, name));
+    if (!fn) {
+        missing += missing.empty() ? name : std::string(", ") + name;
+    }
+}
+
+// Opens the libraries once per process; throws engine_unavailable (every time) when that failed. The handles
+// are never closed: the library keeps process-wide state, its log callback among it, pointing into this file.
+const voxd_sphinx_api & voxd_sphinx_library() {
+    static voxd_sphinx_api api;
+    static std::string     failure;
+    static std::once_flag  once;
+    std::call_once(once, [] {
+        void * base = dlopen("libsphinxbase.so.3", RTLD_NOW | RTLD_LOCAL);
+        void * ps   = base ? dlopen("libpocketsphinx.so.3", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        if (!ps) {
+            const char * why = dlerror();
+            failure = std::string("pocketsphinx is not installed (") + (why ? why : "cannot open libpocketsphinx.so.3") +
+                      "): " + k_install_hint;
+            return;
+        }
+        std::string missing;
+        voxd_sphinx_resolve(base, "cmd_ln_parse_r", api.cmd_ln_parse_r, missing);
+        voxd_sphinx_resolve(base, "cmd_ln_free_r", api.cmd_ln_free_r, missing);
+        voxd_sphinx_resolve(base, "cmd_ln_int_r", api.cmd_ln_int_r, missing);
+        voxd_sphinx_resolve(base, "cmd_ln_float_r", api.cmd_ln_float_r, missing);
+        voxd_sphinx_resolve(base, "err_set_callback", api.err_set_callback, missing);
+        voxd_sphinx_resolve(base, "err_set_logfp", api.err_set_logfp, missing);
+        voxd_sphinx_resolve(base, "logmath_exp", api.logmath_exp, missing);
+        voxd_sphinx_resolve(ps, "ps_args", api.ps_args, missing);
+        voxd_sphinx_resolve(ps, "ps_init", api.ps_init, missing);
+        voxd_sphinx_resolve(ps, "ps_free", api.ps_free, missing);
+        voxd_sphinx_resolve(ps, "ps_get_config", api.ps_get_config, missing);
+        voxd_sphinx_resolve(ps, "ps_get_feat", api.ps_get_feat, missing);
+        voxd_sphinx_resolve(ps, "ps_get_logmath", api.ps_get_logmath, missing);
+        voxd_sphinx_resolve(ps, "ps_start_stream", api.ps_start_stream, missing);
+        voxd_sphinx_resolve(ps, "ps_start_utt", api.ps_start_utt, missing);
+        voxd_sphinx_resolve(ps, "ps_process_raw", api.ps_process_raw, missing);
+        voxd_sphinx_resolve(ps, "ps_end_utt", api.ps_end_utt, missing);
+        voxd_sphinx_resolve(ps, "ps_get_in_speech", api.ps_get_in_speech, missing);
+        voxd_sphinx_resolve(ps, "ps_get_hyp", api.ps_get_hyp, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_iter", api.ps_seg_iter, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_next", api.ps_seg_next, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_word", api.ps_seg_word, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_frames", api.ps_seg_frames, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_prob", api.ps_seg_prob, missing);
+        voxd_sphinx_resolve(ps, "ps_seg_free", api.ps_seg_free, missing);
+        if (!missing.empty()) {
+            failure = "the installed libpocketsphinx.so.3 lacks " + missing + " (voxd needs pocketsphinx 5prealpha): " + k_install_hint;
+            return;
+        }
+        api.err_set_callback(voxd_sphinx_log, nullptr);
+        api.err_set_logfp(nullptr); // the configuration dump is written to the log file directly, not through the callback
+    });
+    if (!failure.empty()) {
+        throw voxd_error("engine_unavailable", failure);
+    }
+    return api;
+}
+
+// sphinxbase sets process-wide state (debug level, log file, warping parameters) while a decoder initialises.
+std::mutex g_init_mutex;
+
+bool voxd_sphinx_is_filler(const std::string & w) {
+    auto wrapped = [&](const char * open, const char * close) {
+        const size_t o = std::strlen(open), c = std::strlen(close);
+        return w.size() >= o + c && w.compare(0, o, open) == 0 && w.compare(w.size() - c, c, close) == 0;
+    };
+    // <s>, </s>, <sil>, [NOISE], [SPEECH] in Debian's model; ++NOISE++ in older ones
+    return wrapped("<", ">") || wrapped("[", "]") || wrapped("++", "++");
+}
+
+// "read(2)" -> "read": the dictionary's alternate pronunciations of one word
+std::string voxd_sphinx_base_word(const std::string & w) {
+    const size_t open = w.rfind('(');
+    if (open == std::string::npos || open == 0 || w.back() != ')' || open + 2 >= w.size()) {
+        return w;
+    }
+    for (size_t i = open + 1; i + 1 < w.size(); i++) {
+        if (w[i] < '0' || w[i] > '9') {
+            return w;
+        }
+    }
+    return w.substr(0, open);
+}
+
+bool voxd_sphinx_file_exists(const std::string & path, bool directory) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && (directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+}
+
+} // namespace
+
+// ---- decoder ----
+
+struct voxd_sphinx_decoder {
+    explicit voxd_sphinx_decoder(const voxd_sphinx_api & api) : api(api) {}
+    ~voxd_sphinx_decoder() {
+        if (ps && !broken) {
+            api.ps_free(ps);
+        }
+    }
+
+    const voxd_sphinx_api & api;
+    ps_decoder_t *          ps = nullptr; // owned: ps_free in the destructor
+    int                     sample_rate = 0;
+    int                     frame_rate  = 0;
+    bool                    in_utt = false;
+    bool                    broken = false; // a FATAL error left the library mid-call: leaked, never reused
+
+    // Live cepstral mean normalisation adapts across utterances and is not reset by ps_start_stream; restoring
+    // it as initialised makes a pooled decoder give what a fresh one (and pocketsphinx_continuous) gives.
+    std::vector<mfcc_t> cmn_mean;
+    std::vector<mfcc_t> cmn_sum;
+    int32               cmn_nframe = 0;
+
+    void init(const voxd_sphinx_paths & paths);
+    std::vector<voxd_sphinx_segment> decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort);
+    void finish(); // ends an utterance left open by an abort or an error, so the decoder can be reused
+
+private:
+    template <typename F>
+    void call(const char * what, F fn) {
+        t_first_error.clear();
+        if (!voxd_sphinx_guarded(fn)) {
+            broken = true;
+            throw voxd_error("transcription_failed", std::string("pocketsphinx failed in ") + what + ": " +
+                                                         (t_first_error.empty() ? "fatal error" : t_first_error));
+        }
+    }
+    void collect(std::vector<voxd_sphinx_segment> & out, double duration);
+};
+
+void voxd_sphinx_decoder_deleter::operator()(voxd_sphinx_decoder * dec) const {
+    delete dec;
+}
+
+void voxd_sphinx_decoder::init(const voxd_sphinx_paths & paths) {
+    // the same options pocketsphinx_continuous parses from its command line
+    char arg0[] = "voxd", hmm_flag[] = "-hmm", lm_flag[] = "-lm", dict_flag[] = "-dict";
+    char * argv[] = { arg0, hmm_flag, const_cast<char *>(paths.hmm.c_str()), lm_flag, const_cast<char *>(paths.lm.c_str()),
+                      dict_flag, const_cast<char *>(paths.dict.c_str()) };
+    cmd_ln_t * config = nullptr; // ours; ps_init takes a reference of its own
+    std::lock_guard<std::mutex> lock(g_init_mutex);
+    t_first_error.clear();
+    const bool survived = voxd_sphinx_guarded([&] {
+        config = api.cmd_ln_parse_r(nullptr, api.ps_args(), (int32) (sizeof(argv) / sizeof(argv[0])), argv, TRUE);
+        if (config) {
+            ps = api.ps_init(config);
+        }
+    });
+    if (!survived) {
+        broken = true; // config and the half-built decoder are leaked: freeing them could crash
+        ps     = nullptr;
+        throw voxd_error("model_load_failed", "pocketsphinx cannot load the model: " + (t_first_error.empty() ? std::string("fatal error") : t_first_error));
+    }
+    if (config) {
+        api.cmd_ln_free_r(config);
+    }
+    if (!ps) {
+        throw voxd_error("model_load_failed", "pocketsphinx cannot load the model (hmm " + paths.hmm + ", lm " + paths.lm + ", dict " + paths.dict +
+                                                  ")" + (t_first_error.empty() ? "" : ": " + t_first_error));
+    }
+    cmd_ln_t * ps_config = api.ps_get_config(ps); // borrowed from the decoder
+    sample_rate = (int) api.cmd_ln_float_r(ps_config, "-samprate");
+    frame_rate  = (int) api.cmd_ln_int_r(ps_config, "-frate");
+    if (frame_rate <= 0) {
+        throw voxd_error("model_load_failed", "pocketsphinx reports a frame rate of " + std::to_string(frame_rate));
+    }
+    feat_t * feat = api.ps_get_feat(ps); // borrowed from the decoder
+    if (feat && feat->cmn_struct) {
+        const cmn_t * cmn = feat->cmn_struct;
+        cmn_mean.assign(cmn->cmn_mean, cmn->cmn_mean + cmn->veclen);
+        cmn_sum.assign(cmn->sum, cmn->sum + cmn->veclen);
+        cmn_nframe = cmn->nframe;
+    }
+}
+
+void voxd_sphinx_decoder::finish() {
+    if (!in_utt || broken) {
+        return;
+    }
+    try {
+        call("ps_end_utt", [&] { api.ps_end_utt(ps); });
+        in_utt = false;
+    } catch (const voxd_error &) {
+        // broken now: the pool drops it
+    }
+}
+
+std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort) {
+    std::vector<voxd_sphinx_segment> out;
+    const double duration = (double) pcm.size() / sample_rate;
+
+    feat_t * feat = api.ps_get_feat(ps); // borrowed from the decoder
+    if (feat && feat->cmn_struct && (size_t) feat->cmn_struct->veclen == cmn_mean.size()) {
+        std::copy(cmn_mean.begin(), cmn_mean.end(), feat->cmn_struct->cmn_mean);
+        std::copy(cmn_sum.begin(), cmn_sum.end(), feat->cmn_struct->sum);
+        feat->cmn_struct->nframe = cmn_nframe;
+    }
+    int rc = 0;
+    // a new stream restarts the frame count (word times are from the start of the clip) and the noise estimate
+    call("ps_start_utt", [&] {
+        api.ps_start_stream(ps);
+        rc = api.ps_start_utt(ps);
+    });
+    if (rc < 0) {
+        throw voxd_error("transcription_failed", "pocketsphinx cannot start an utterance: " + t_first_error);
+    }
+    in_utt = true;
+
+    // pocketsphinx_continuous's loop: one utterance from the first block in speech to the first block after it
+    // that the decoder's voice activity detector calls silence
+    bool utt_started = false;
+    for (size_t at = 0; at < pcm.size(); at += k_block_samples) {
+        voxd_check_abort(abort);
+        const size_t n = std::min(k_block_samples, pcm.size() - at);
+        uint8 in_speech = 0;
+        call("ps_process_raw", [&] {
+            rc        = api.ps_process_raw(ps, pcm.data() + at, n, FALSE, FALSE);
+            in_speech = api.ps_get_in_speech(ps);
+        });
+        if (rc < 0) {
+            throw voxd_error("transcription_failed", "pocketsphinx cannot process the audio: " + t_first_error);
+        }
+        if (in_speech && !utt_started) {
+            utt_started = true;
+        }
+        if (!in_speech && utt_started) {
+            call("ps_end_utt", [&] { api.ps_end_utt(ps); });
+            in_utt = false;
+            collect(out, duration);
+            call("ps_start_utt", [&] { rc = api.ps_start_utt(ps); });
+            if (rc < 0) {
+                throw voxd_error("transcription_failed", "pocketsphinx cannot start an utterance: " + t_first_error);
+            }
+            in_utt      = true;
+            utt_started = false;
+        }
+    }
+    call("ps_end_utt", [&] { api.ps_end_utt(ps); });
+    in_utt = false;
+    if (utt_started) {
+        collect(out, duration);
+    }
+    return out;
+}
+
+void voxd_sphinx_decoder::collect(std::vector<voxd_sphinx_segment> & out, double duration) {
+    const char * hyp = nullptr; // owned by the decoder, valid until the next utterance
+    call("ps_get_hyp", [&] { hyp = api.ps_get_hyp(ps, nullptr); });
+    voxd_sphinx_segment seg{ 0.0, 0.0, hyp ? hyp : "", {} };
+
+    // frees an iterator left unfinished by an exception (not after a FATAL error: then nothing is touched again);
+    // ps_seg_next frees it at the end
+    struct seg_iter_guard {
+        voxd_sphinx_decoder & dec;
+        ps_seg_t *            it; // owned
+        ~seg_iter_guard() { if (it && !dec.broken) dec.api.ps_seg_free(it); }
+    } iter{ *this, nullptr };
+    logmath_t * lmath = nullptr; // borrowed from the decoder
+    call("ps_seg_iter", [&] {
+        iter.it = api.ps_seg_iter(ps);
+        lmath   = api.ps_get_logmath(ps);
+    });
+    const double frame = 1.0 / frame_rate;
+    while (iter.it) {
+        const char * word = nullptr; // points into the dictionary
+        int sf = 0, ef = 0;
+        int32 prob = 0;
+        call("ps_seg_word", [&] {
+            word = api.ps_seg_word(iter.it);
+            api.ps_seg_frames(iter.it, &sf, &ef);
+            prob = api.ps_seg_prob(iter.it, nullptr, nullptr, nullptr);
+        });
+        const std::string w = word ? word : "";
+        if (!w.empty() && !voxd_sphinx_is_filler(w)) {
+            // frames are 10 ms from the start of the stream; a word ends where its last frame ends
+            const double start = std::clamp(sf * frame, 0.0, duration);
+            const double end   = std::clamp((ef + 1) * frame, start, duration);
+            seg.words.push_back({ voxd_sphinx_base_word(w), start, end, std::clamp(api.logmath_exp(lmath, prob), 0.0, 1.0) });
+        }
+        call("ps_seg_next", [&] { iter.it = api.ps_seg_next(iter.it); });
+    }
+    if (seg.words.empty() && seg.text.empty()) {
+        return; // an utterance of noise and silence only
+    }
+    if (seg.text.empty()) {
+        for (const voxd_sphinx_word & w : seg.words) {
+            seg.text += (seg.text.empty() ? "" : " ") + w.word;
+        }
+    }
+    if (!seg.words.empty()) {
+        seg.start = seg.words.front().start;
+        seg.end   = seg.words.back().end;
+    }
+    out.push_back(std::move(seg));
+}
+
+// ---- pool ----
+
+voxd_sphinx_decoder_ptr voxd_sphinx_pool::acquire() {
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (!m_idle.empty()) {
+            voxd_sphinx_decoder_ptr dec = std::move(m_idle.back());
+            m_idle.pop_back();
+            return dec;
+        }
+    }
+    voxd_sphinx_decoder_ptr dec(new voxd_sphinx_decoder(voxd_sphinx_library()));
+    dec->init(m_paths);
+    if (dec->sample_rate != 16000) {
+        throw voxd_error("model_load_failed", "the acoustic model " + m_paths.hmm + " expects " + std::to_string(dec->sample_rate) +
+                                                  " Hz audio; voxd feeds pocketsphinx 16 kHz");
+    }
+    return dec;
+}
+
+void voxd_sphinx_pool::release(voxd_sphinx_decoder_ptr dec) {
+    dec->finish();
+    if (dec->broken) {
+        return; // the deleter leaks what the library left behind
+    }
+    std::lock_guard<std::mutex> lock(m_mutex);
+    if (m_idle.size() < m_max_idle) {
+        m_idle.push_back(std::move(dec));
+    }
+}
+
+std::vector<voxd_sphinx_segment> voxd_sphinx_pool::transcribe(const std::vector<float> & samples, const voxd_abort_ptr & abort) {
+    voxd_check_abort(abort);
+    if (samples.empty()) {
+        return {};
+    }
+    // pocketsphinx reads 16-bit PCM: x * 32768 gives back exactly the integers a 16-bit WAV file held
+    std::vector<int16> pcm(samples.size());
+    std::transform(samples.begin(), samples.end(), pcm.begin(), [](float x) {
+        const float v = std::nearbyint(x * 32768.0f);
+        return (int16) std::clamp(std::isnan(v) ? 0.0f : v, -32768.0f, 32767.0f);
+    });
+    voxd_sphinx_decoder_ptr dec = acquire();
+    std::vector<voxd_sphinx_segment> out;
+    try {
+        out = dec->decode(pcm, abort);
+    } catch (...) {
+        release(std::move(dec));
+        throw;
+    }
+    release(std::move(dec));
+    return out;
+}
+
+// ---- model ----
+
+Napi::Function voxd_sphinx_model::define(Napi::Env env) {
+    Napi::Object defaults = Napi::Object::New(env);
+    defaults.Set("hmm", VOXD_SPHINX_DEFAULT_HMM);
+    defaults.Set("lm", VOXD_SPHINX_DEFAULT_LM);
+    defaults.Set("dict", VOXD_SPHINX_DEFAULT_DICT);
+    return DefineClass(env, "SphinxModel", {
+        StaticMethod<&voxd_sphinx_model::load>("load"),
+        InstanceMethod<&voxd_sphinx_model::transcribe>("transcribe"),
+        InstanceMethod<&voxd_sphinx_model::release>("release"),
+        StaticValue("sampleRate", Napi::Number::New(env, 16000)),
+        StaticValue("defaultPaths", defaults),
+    });
+}
+
+voxd_sphinx_model::voxd_sphinx_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_sphinx_model>(info) {}
+
+Napi::Value voxd_sphinx_model::load(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    voxd_sphinx_paths paths;
+    size_t max_idle = 2;
+    if (info[0].IsObject()) {
+        Napi::Object o = info[0].As<Napi::Object>();
+        auto path = [&](const char * key, std::string & out) {
+            Napi::Value v = o.Get(key);
+            if (v.IsUndefined() || v.IsNull()) {
+                return;
+            }
+            if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty()) {
+                throw voxd_make_js_error(env, "invalid_argument", std::string("SphinxModel.load(options): ") + key + " must be a non-empty string");
+            }
+            out = v.As<Napi::String>().Utf8Value();
+        };
+        path("hmm", paths.hmm);
+        path("lm", paths.lm);
+        path("dict", paths.dict);
+        Napi::Value idle = o.Get("maxIdleDecoders");
+        if (idle.IsNumber()) {
+            max_idle = (size_t) std::max(0, idle.As<Napi::Number>().Int32Value());
+        }
+    } else if (!info[0].IsUndefined() && !info[0].IsNull()) {
+        throw voxd_make_js_error(env, "invalid_argument", "SphinxModel.load(options): options must be an object");
+    }
+    auto pool = std::make_shared<voxd_sphinx_pool>(paths, max_idle);
+
+    using loaded = std::shared_ptr<voxd_sphinx_pool>;
+    return voxd_async_worker<loaded>::run(env, "voxd.sphinx.load",
+        [pool]() {
+            voxd_sphinx_library(); // engine_unavailable first: a missing library explains missing files too
+            const voxd_sphinx_paths & p = pool->paths();
+            const voxd_sphinx_paths   defaults;
+            const struct { std::string path; bool is_default; bool directory; } files[] = {
+                { p.hmm, p.hmm == defaults.hmm, true },
+                { p.hmm + "/mdef", p.hmm == defaults.hmm, false },
+                { p.lm, p.lm == defaults.lm, false },
+                { p.dict, p.dict == defaults.dict, false },
+            };
+            for (const auto & f : files) {
+                if (voxd_sphinx_file_exists(f.path, f.directory)) {
+                    continue;
+                }
+                if (f.is_default) {
+                    throw voxd_error("engine_unavailable", "the pocketsphinx US English model is not installed (no " + f.path + "): " + k_install_hint);
+                }
+                throw voxd_error("model_load_failed", std::string("pocketsphinx model ") + (f.directory ? "directory" : "file") + " not found: " + f.path);
+            }
+            pool->release(pool->acquire()); // loads once to validate the files, then keeps the decoder warm
+            return pool;
+        },
+        [](Napi::Env env, loaded & pool) -> Napi::Value {
+            Napi::Object obj = voxd_class(env, "SphinxModel").New({});
+            Unwrap(obj)->m_pool = pool;
+            return obj;
+        });
+}
+
+Napi::Value voxd_sphinx_model::transcribe(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!m_pool) {
+        throw voxd_make_js_error(env, "closed", "the pocketsphinx model was released");
+    }
+    std::vector<float> samples = voxd_copy_samples(info[0], "samples");
+    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[1]);
+    std::shared_ptr<voxd_sphinx_pool> pool = m_pool;
+
+    using result = std::vector<voxd_sphinx_segment>;
+    return voxd_async_worker<result>::run(env, "voxd.sphinx.transcribe",
+        [pool, samples = std::move(samples), abort]() { return pool->transcribe(samples, abort); },
+        [](Napi::Env env, result & segs) -> Napi::Value {
+            std::string text;
+            Napi::Array arr = Napi::Array::New(env, segs.size());
+            for (size_t i = 0; i < segs.size(); i++) {
+                const voxd_sphinx_segment & s = segs[i];
+                text += (text.empty() ? "" : " ") + s.text;
+                Napi::Array words = Napi::Array::New(env, s.words.size());
+                for (size_t j = 0; j < s.words.size(); j++) {
+                    Napi::Object w = Napi::Object::New(env);
+                    w.Set("word", s.words[j].word);
+                    w.Set("start", s.words[j].start);
+                    w.Set("end", s.words[j].end);
+                    w.Set("probability", s.words[j].probability);
+                    words.Set((uint32_t) j, w);
+                }
+                Napi::Object o = Napi::Object::New(env);
+                o.Set("start", s.start);
+                o.Set("end", s.end);
+                o.Set("text", s.text);
+                o.Set("words", words);
+                arr.Set((uint32_t) i, o);
+            }
+            Napi::Object out = Napi::Object::New(env);
+            out.Set("text", text);
+            out.Set("segments", arr);
+            return out;
+        });
+}
+
+Napi::Value voxd_sphinx_model::release(const Napi::CallbackInfo & info) {
+    m_pool.reset(); // workers in flight hold their own reference; the last one frees the decoders
+    return info.Env().Undefined();
+}
+
+void voxd_sphinx_init(Napi::Env env, Napi::Object exports) {
+    voxd_export_class(env, exports, "SphinxModel", voxd_sphinx_model::define(env));
+}

@@ -1,0 +1,83 @@
+// Offline US-English speech-to-text with CMU pocketsphinx 5prealpha (Debian's libpocketsphinx3). The library
+// is opened with dlopen on first use, never linked, so the addon loads where pocketsphinx is not installed and
+// only this engine fails, with an `engine_unavailable` error that names the packages to install.
+#pragma once
+
+#include "voxd-async.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+// Debian's US English model (package pocketsphinx-en-us): acoustic model directory, language model, dictionary.
+#define VOXD_SPHINX_DEFAULT_HMM  "/usr/share/pocketsphinx/model/en-us/en-us"
+#define VOXD_SPHINX_DEFAULT_LM   "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
+#define VOXD_SPHINX_DEFAULT_DICT "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
+
+struct voxd_sphinx_paths {
+    std::string hmm  = VOXD_SPHINX_DEFAULT_HMM;
+    std::string lm   = VOXD_SPHINX_DEFAULT_LM;
+    std::string dict = VOXD_SPHINX_DEFAULT_DICT;
+};
+
+struct voxd_sphinx_word {
+    std::string word;        // dictionary word, alternate-pronunciation suffix "(2)" removed
+    double      start;       // seconds from the start of the clip
+    double      end;
+    double      probability; // posterior probability of the word in the utterance lattice
+};
+
+// One utterance, as pocketsphinx_continuous segments the audio on silence.
+struct voxd_sphinx_segment {
+    double                        start;
+    double                        end;
+    std::string                   text; // the decoder's hypothesis (fillers excluded)
+    std::vector<voxd_sphinx_word> words;
+};
+
+struct voxd_sphinx_decoder; // one ps_decoder_t and what it takes to reset it (voxd-sphinx.cpp)
+
+struct voxd_sphinx_decoder_deleter { void operator()(voxd_sphinx_decoder * dec) const; };
+using voxd_sphinx_decoder_ptr = std::unique_ptr<voxd_sphinx_decoder, voxd_sphinx_decoder_deleter>;
+
+// ps_decoder_t is not thread-safe and holds its own copy of the model (about 35 MB; the memory-mapped language
+// model is shared), so each transcription in flight takes a decoder of its own from this pool; it creates more on
+// demand and keeps up to `max_idle`. The pool is shared (shared_ptr) by the JS SphinxModel and every worker in
+// flight, so release() never frees a decoder in use.
+class voxd_sphinx_pool {
+public:
+    voxd_sphinx_pool(voxd_sphinx_paths paths, size_t max_idle) : m_paths(std::move(paths)), m_max_idle(max_idle) {}
+
+    voxd_sphinx_decoder_ptr acquire();                         // an idle decoder, or a newly initialised one
+    void                    release(voxd_sphinx_decoder_ptr dec); // back to the pool, or freed beyond max_idle
+
+    const voxd_sphinx_paths & paths() const { return m_paths; }
+
+    // Decodes a whole 16 kHz clip utterance by utterance, exactly as pocketsphinx_continuous -infile does.
+    std::vector<voxd_sphinx_segment> transcribe(const std::vector<float> & samples, const voxd_abort_ptr & abort);
+
+private:
+    voxd_sphinx_paths                    m_paths;
+    size_t                               m_max_idle;
+    std::mutex                           m_mutex;
+    std::vector<voxd_sphinx_decoder_ptr> m_idle;
+};
+
+// JS: `SphinxModel.load({ hmm?, lm?, dict?, maxIdleDecoders? }) -> Promise<SphinxModel>`;
+// `model.transcribe(samples16k, abort?) -> Promise<{ text, segments }>`; `model.release()`.
+class voxd_sphinx_model : public Napi::ObjectWrap<voxd_sphinx_model> {
+public:
+    static Napi::Function define(Napi::Env env);
+    explicit voxd_sphinx_model(const Napi::CallbackInfo & info);
+
+private:
+    static Napi::Value load(const Napi::CallbackInfo & info);
+    Napi::Value transcribe(const Napi::CallbackInfo & info);
+    Napi::Value release(const Napi::CallbackInfo & info);
+
+    std::shared_ptr<voxd_sphinx_pool> m_pool;
+};
+
+// Exports SphinxModel (loading pocketsphinx itself waits for the first SphinxModel.load).
+void voxd_sphinx_init(Napi::Env env, Napi::Object exports);

@@ -1,0 +1,122 @@
+/**
+ * The built-in speech-to-text model `sphinx`: CMU pocketsphinx 5prealpha with Debian's US English model, offline
+ * and with nothing to download. The addon opens the library at run time, so without Debian's libpocketsphinx3
+ * and pocketsphinx-en-us packages only this model fails to load, with a message naming them.
+ *
+ * Transcripts match `pocketsphinx_continuous -infile`: the audio is cut into utterances on silence by the
+ * decoder's own voice activity detection, one segment per utterance, lower-case words without punctuation.
+ * `prompt` and `temperature` are ignored (pocketsphinx has neither prompt conditioning nor sampling); `language`
+ * must be English; `maxTokens` keeps that many words.
+ */
+import { ApiError } from '../http/errors.js';
+import { isNativeError, loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxSegment } from '../native/addon.js';
+import { abortFlagFor } from './native-abort.js';
+import type { SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
+import { compressionRatio } from './whisper.js';
+
+/** The reserved model ID of the built-in recognizer. */
+export const SPHINX_MODEL_ID = 'sphinx';
+export const SPHINX_ENGINE = 'pocketsphinx';
+const SAMPLE_RATE = 16000;
+/** A floor for log posteriors: pocketsphinx reports some word posteriors as exactly 0. */
+const MIN_PROBABILITY = 1e-10;
+
+function codedError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/** Keeps the first `maxWords` words (all when 0), cutting the segment they end in and dropping the rest. */
+function truncateWords(segments: NativeSphinxSegment[], maxWords: number): NativeSphinxSegment[] {
+  if (maxWords <= 0) return segments;
+  const out: NativeSphinxSegment[] = [];
+  let left = maxWords;
+  for (const segment of segments) {
+    if (left <= 0) break;
+    if (segment.words.length <= left) {
+      out.push(segment);
+      left -= segment.words.length;
+      continue;
+    }
+    const words = segment.words.slice(0, left);
+    const last = words[words.length - 1];
+    out.push({ ...segment, words, text: words.map((w) => w.word).join(' '), end: last ? last.end : segment.start });
+    left = 0;
+  }
+  return out;
+}
+
+function toSegment(segment: NativeSphinxSegment, id: number, wordTimestamps: boolean): TranscriptionSegment {
+  const logprobs = segment.words.map((w) => Math.log(Math.max(w.probability, MIN_PROBABILITY)));
+  const out: TranscriptionSegment = {
+    id,
+    start: segment.start,
+    end: segment.end,
+    text: segment.text,
+    tokens: [],
+    temperature: 0,
+    // the mean natural log of the words' posterior probabilities (pocketsphinx has no token probabilities)
+    avgLogprob: logprobs.length ? logprobs.reduce((a, b) => a + b, 0) / logprobs.length : 0,
+    compressionRatio: compressionRatio(segment.text),
+    noSpeechProb: 0,
+  };
+  if (wordTimestamps) out.words = segment.words.map(({ word, start, end }) => ({ word, start, end }));
+  return out;
+}
+
+class SphinxSttModel implements SttModel {
+  readonly task = 'stt' as const;
+  readonly engine = SPHINX_ENGINE;
+  readonly sampleRate = SAMPLE_RATE;
+  readonly capabilities = { translate: false, wordTimestamps: true, languages: ['en'] as const };
+
+  constructor(
+    readonly id: string,
+    private native: NativeSphinxModel | null,
+  ) {}
+
+  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
+    const native = this.native;
+    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    const language = options.language?.trim().toLowerCase();
+    if (language && language !== 'en' && language !== 'english') {
+      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) transcribes US English only; language '${options.language}' is not supported`, {
+        param: 'language',
+      });
+    }
+    if (options.translate) {
+      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) cannot translate; it transcribes US English only`, { param: 'model' });
+    }
+    const result = await native.transcribe(samples, abortFlagFor(options.signal));
+    const maxWords = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
+    const segments = truncateWords(result.segments, maxWords).map((segment, i) => toSegment(segment, i, options.wordTimestamps ?? false));
+    // the native call returns every utterance at once; each goes to onSegment before the result resolves
+    for (const segment of segments) options.onSegment?.(segment, 'en');
+    return {
+      text: segments.map((s) => s.text).join(' '),
+      language: 'en',
+      duration: samples.length / SAMPLE_RATE,
+      segments,
+    };
+  }
+
+  async dispose(): Promise<void> {
+    // idle decoders are freed now, those in use when their transcription ends
+    this.native?.release();
+    this.native = null;
+  }
+}
+
+/**
+ * Loads pocketsphinx with Debian's US English model (or the given files). A missing library or model becomes a
+ * 400 `invalid_model` whose message names the packages to install.
+ */
+export async function loadSphinxModel(id: string = SPHINX_MODEL_ID, options: NativeSphinxLoadOptions = {}): Promise<SttModel> {
+  try {
+    return new SphinxSttModel(id, await loadNative().SphinxModel.load(options));
+  } catch (error) {
+    if (isNativeError(error) && (error.code === 'engine_unavailable' || error.code === 'model_load_failed')) {
+      throw new ApiError('invalid_model', `model ${id} is unavailable: ${error.message}`, { param: 'model', cause: error });
+    }
+    throw error;
+  }
+}
