@@ -162,7 +162,7 @@ describe('built-in pocketsphinx recognizer', { skip: installed ? false : 'the po
     const expected = baseline.clips['librivox-0920.wav']?.text;
     assert.equal((await model.transcribe(samples, { language: 'en', prompt: 'Dashwood', temperature: 0.8 })).text, expected);
     assert.equal((await model.transcribe(samples, { language: 'English' })).text, expected);
-    assert.deepEqual(model.capabilities, { translate: false, wordTimestamps: true, languages: ['en'] });
+    assert.deepEqual(model.capabilities, { translate: false, wordTimestamps: true, languages: ['en'], vadChunking: false });
   });
 
   it('truncates to maxTokens words and calls onSegment once per utterance', async () => {

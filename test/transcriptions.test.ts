@@ -4,7 +4,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import OpenAI, { toFile } from 'openai';
+import { DEFAULT_VAD_MODEL } from '../src/config.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';
+import { readWavMono } from './helpers/wav.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { whisperTestModel } from './helpers/whisper-models.js';
 
@@ -36,7 +38,7 @@ describe('transcriptions and translations over HTTP', () => {
 
   before(async () => {
     model = await whisperTestModel({ size: 'tiny' });
-    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { sttModel: model, maxUploadMb: 1, maxAudioSeconds: 60 });
+    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { sttModel: model, maxUploadMb: 2, maxAudioSeconds: 60 });
   });
 
   it('answers the openai SDK in every response format', async () => {
@@ -144,10 +146,56 @@ describe('transcriptions and translations over HTTP', () => {
     await expectEnvelope(await post(form({ model: path.join(SHARED, 'no-such-model.bin') })), 404, 'model_not_found');
     await expectEnvelope(await post(form({ model: 'whisper-1', response_format: 'xml' })), 400, 'invalid_request', 'response_format');
     await expectEnvelope(await post(form({ model: 'whisper-1', language: 'klingon' })), 400, 'invalid_request', 'language');
-    await expectEnvelope(await post(form({ model: 'whisper-1' }, Buffer.alloc(2 * 1024 * 1024, 1), 'big.wav')), 413, 'payload_too_large');
+    await expectEnvelope(await post(form({ model: 'whisper-1' }, Buffer.alloc(3 * 1024 * 1024, 1), 'big.wav')), 413, 'payload_too_large');
     const json = await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     assert.ok(json.status === 415 || json.status === 400);
     assert.equal((await fetch(`${server.base}/healthz`)).status, 200);
+  });
+
+  it('cuts long audio at the pauses the VAD finds and puts the segments back on the clip timeline', async () => {
+    // jfk four times with 1.5 s pauses: about 50 s, longer than one Whisper window
+    const { samples } = readWavMono(JFK_WAV);
+    const pause = new Float32Array(24000);
+    const long = new Float32Array((samples.length + pause.length) * 4);
+    for (let i = 0; i < 4; i++) long.set(samples, i * (samples.length + pause.length));
+    const wav = Buffer.alloc(44 + long.length * 2);
+    wav.write('RIFF', 0);
+    wav.writeUInt32LE(36 + long.length * 2, 4);
+    wav.write('WAVEfmt ', 8);
+    wav.writeUInt32LE(16, 16);
+    wav.writeUInt16LE(1, 20);
+    wav.writeUInt16LE(1, 22);
+    wav.writeUInt32LE(16000, 24);
+    wav.writeUInt32LE(32000, 28);
+    wav.writeUInt16LE(2, 32);
+    wav.writeUInt16LE(16, 34);
+    wav.write('data', 36);
+    wav.writeUInt32LE(long.length * 2, 40);
+    long.forEach((v, i) => wav.writeInt16LE(Math.round(Math.max(-1, Math.min(1, v)) * 32767), 44 + i * 2));
+
+    const response = await fetch(`${server.base}/v1/audio/transcriptions`, {
+      method: 'POST',
+      body: form({ model: 'whisper-1', response_format: 'verbose_json' }, wav, 'long.wav'),
+    });
+    assert.equal(response.status, 200);
+    const body = (await response.json()) as { duration: number; segments: { id: number; start: number; end: number }[] };
+    const duration = long.length / 16000;
+    assert.ok(Math.abs(body.duration - duration) < 0.1);
+    assert.ok(body.segments.length > 1);
+    body.segments.forEach((segment, i) => {
+      assert.equal(segment.id, i);
+      assert.ok(segment.start >= 0 && segment.end <= duration + 0.01 && segment.start <= segment.end, JSON.stringify(segment));
+      if (i > 0) assert.ok(segment.start >= body.segments[i - 1]!.start, 'segments stay in order');
+    });
+    assert.ok(
+      body.segments.some((s) => s.start > 30),
+      'speech after the first 30 s is transcribed in its place',
+    );
+    const models = (await (await fetch(`${server.base}/v1/models`)).json()) as { data: { id: string; task: string }[] };
+    assert.ok(
+      models.data.some((m) => m.id === DEFAULT_VAD_MODEL && m.task === 'vad'),
+      'the --vad-model did the cutting',
+    );
   });
 
   it('survives clients that disconnect mid-upload and mid-transcription', async () => {

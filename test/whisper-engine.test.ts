@@ -91,7 +91,7 @@ describe('whisper engine', () => {
     assert.equal(tiny.capabilities.wordTimestamps, true);
     assert.ok(tiny.capabilities.languages?.includes('en') && tiny.capabilities.languages.includes('de'));
     assert.equal(tiny.capabilities.languages?.length, 99);
-    assert.deepEqual(tinyEn.capabilities, { translate: false, wordTimestamps: true, languages: ['en'] });
+    assert.deepEqual(tinyEn.capabilities, { translate: false, wordTimestamps: true, languages: ['en'], vadChunking: true });
   });
 
   it('transcribes jfk.wav into sane segments and reports the detected language', async () => {

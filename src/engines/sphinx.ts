@@ -67,7 +67,7 @@ class SphinxSttModel implements SttModel {
   readonly task = 'stt' as const;
   readonly engine = SPHINX_ENGINE;
   readonly sampleRate = SAMPLE_RATE;
-  readonly capabilities = { translate: false, wordTimestamps: true, languages: ['en'] as const };
+  readonly capabilities = { translate: false, wordTimestamps: true, languages: ['en'] as const, vadChunking: false }; // segments on silence itself
 
   constructor(
     readonly id: string,

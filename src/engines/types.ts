@@ -111,6 +111,12 @@ export interface SttModel extends LoadedModel {
   readonly task: 'stt';
   /** Rate the engine wants its mono float32 input at. */
   readonly sampleRate: number;
-  readonly capabilities: { translate: boolean; wordTimestamps: boolean; languages: readonly string[] | null };
+  readonly capabilities: {
+    translate: boolean;
+    wordTimestamps: boolean;
+    languages: readonly string[] | null;
+    /** Long inputs are better cut at the pauses a VAD finds than decoded whole (fixed-window engines). */
+    vadChunking: boolean;
+  };
   transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
 }

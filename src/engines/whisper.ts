@@ -123,7 +123,7 @@ class WhisperSttModel implements SttModel {
     private native: NativeWhisperModel | null,
     readonly info: NativeWhisperInfo,
   ) {
-    this.capabilities = { translate: info.multilingual, wordTimestamps: true, languages: info.multilingual ? info.languages : ['en'] };
+    this.capabilities = { translate: info.multilingual, wordTimestamps: true, languages: info.multilingual ? info.languages : ['en'], vadChunking: true };
   }
 
   private get loaded(): NativeWhisperModel {

@@ -4,7 +4,7 @@
  * the first byte; errors after streaming began end the stream with an error line or event.
  */
 import { z } from 'zod';
-import type { SttModel, TranscribeOptions, TranscriptionResult } from '../engines/types.js';
+import type { SttModel, TranscribeOptions, TranscriptionResult, VadModel } from '../engines/types.js';
 import { ApiError } from '../http/errors.js';
 import type { HttpReply } from '../http/reply.js';
 import type { HttpRequest } from '../http/request.js';
@@ -13,6 +13,7 @@ import { validate } from '../http/validate.js';
 import { decodeAudio } from '../services/audio/decode.js';
 import { languageCode } from '../services/languages.js';
 import { AbortedError } from '../services/scheduler.js';
+import { LONG_AUDIO_SECONDS, transcribeSpeechChunks } from '../services/speech-chunks.js';
 import type { RouteContext } from './context.js';
 import { renderTranscript, segmentLine, sseDelta, sseDone, TRANSCRIPT_FORMATS } from './transcript-formats.js';
 
@@ -70,6 +71,7 @@ async function transcribe(
   }
 
   const lease = await registry.acquire<SttModel>(fields.model, 'stt');
+  const releases: (() => void)[] = [() => lease.release()];
   try {
     const model = lease.model;
     if (task === 'translate' && !model.capabilities.translate) {
@@ -86,8 +88,17 @@ async function transcribe(
       translate: task === 'translate',
       signal: req.signal,
     };
+    const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await registry.acquire<VadModel>(config.vadModel, 'vad') : null;
+    releases.push(() => vad?.release());
     const run = (extra: Partial<TranscribeOptions> = {}): Promise<TranscriptionResult> =>
-      scheduler.run(model.id, (signal) => model.transcribe(audio.samples, { ...options, ...extra, signal }), req.signal);
+      scheduler.run(
+        model.id,
+        (signal) => {
+          const all = { ...options, ...extra, signal };
+          return vad ? transcribeSpeechChunks(model, vad.model, audio.samples, all) : model.transcribe(audio.samples, all);
+        },
+        req.signal,
+      );
 
     if (fields.stream) {
       await streamTranscript(reply, streamKind(req, fields), run, logger);
@@ -105,7 +116,7 @@ async function transcribe(
     if (error instanceof AbortedError || req.signal.aborted) return reply.abort();
     throw error;
   } finally {
-    lease.release();
+    releases.forEach((release) => release());
   }
 }
 
