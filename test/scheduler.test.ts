@@ -32,6 +32,20 @@ describe('scheduler', () => {
     assert.deepEqual(order, [0, 1, 2, 3, 4, 5]);
   });
 
+  it('runs one job at a time for a model that asks for it', async () => {
+    const scheduler = new Scheduler({ maxQueue: 10, concurrency: 4, metrics: new Metrics() });
+    let running = 0;
+    let peak = 0;
+    const job = async (): Promise<void> => {
+      running++;
+      peak = Math.max(peak, running);
+      await sleep(5);
+      running--;
+    };
+    await Promise.all(Array.from({ length: 4 }, () => scheduler.run('m', job, undefined, 1)));
+    assert.equal(peak, 1);
+  });
+
   it('keeps models independent', async () => {
     const scheduler = new Scheduler({ maxQueue: 0, concurrency: 1, metrics: new Metrics() });
     const gate = deferred();

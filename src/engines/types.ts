@@ -19,6 +19,8 @@ export interface LoadedModel {
   readonly id: string;
   readonly task: ModelTask;
   readonly engine: string;
+  /** Jobs worth running at once on this model; engines whose one job already uses every core say 1. */
+  readonly concurrency?: number;
   /** Frees native memory. The registry calls it only when no request uses the model. */
   dispose(): Promise<void>;
 }

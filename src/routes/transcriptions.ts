@@ -98,6 +98,7 @@ async function transcribe(
           return vad ? transcribeSpeechChunks(model, vad.model, audio.samples, all) : model.transcribe(audio.samples, all);
         },
         req.signal,
+        model.concurrency,
       );
 
     if (fields.stream) {

@@ -19,6 +19,8 @@ interface Job {
 
 interface ModelQueue {
   running: number;
+  /** Jobs that may run at once (the server's --model-concurrency, or less for the model). */
+  limit: number;
   waiting: Job[];
   /** Moving average of job run time, for Retry-After. */
   avgRunMs: number;
@@ -44,13 +46,17 @@ export class Scheduler {
     );
   }
 
-  /** Runs `job` for `model` when a slot is free. Rejects with 503 when the queue is full. */
-  run<T>(model: string, job: (signal: AbortSignal) => Promise<T>, signal: AbortSignal = new AbortController().signal): Promise<T> {
+  /**
+   * Runs `job` for `model` when a slot is free. `modelConcurrency` lowers the server's per-model limit for engines
+   * that use every core in one job. Rejects with 503 when the queue is full.
+   */
+  run<T>(model: string, job: (signal: AbortSignal) => Promise<T>, signal: AbortSignal = new AbortController().signal, modelConcurrency?: number): Promise<T> {
     if (signal.aborted) return Promise.reject(new AbortedError());
     const queue = this.queueOf(model);
-    if (queue.running >= this.options.concurrency && queue.waiting.length >= this.options.maxQueue) {
+    queue.limit = Math.max(1, Math.min(this.options.concurrency, modelConcurrency ?? this.options.concurrency));
+    if (queue.running >= queue.limit && queue.waiting.length >= this.options.maxQueue) {
       this.options.metrics.rejected.inc({ model });
-      const retryAfter = Math.max(1, Math.ceil((queue.avgRunMs * (queue.waiting.length + 1)) / this.options.concurrency / 1000));
+      const retryAfter = Math.max(1, Math.ceil((queue.avgRunMs * (queue.waiting.length + 1)) / queue.limit / 1000));
       return Promise.reject(
         new ApiError('queue_full', `the queue for model ${model} is full (${this.options.maxQueue} waiting); retry later`, {
           headers: { 'Retry-After': String(retryAfter) },
@@ -114,14 +120,14 @@ export class Scheduler {
   private queueOf(model: string): ModelQueue {
     let queue = this.queues.get(model);
     if (!queue) {
-      queue = { running: 0, waiting: [], avgRunMs: 0 };
+      queue = { running: 0, limit: this.options.concurrency, waiting: [], avgRunMs: 0 };
       this.queues.set(model, queue);
     }
     return queue;
   }
 
   private pump(model: string, queue: ModelQueue): void {
-    while (queue.running < this.options.concurrency && queue.waiting.length > 0) {
+    while (queue.running < queue.limit && queue.waiting.length > 0) {
       queue.waiting.shift()?.start();
     }
     if (queue.running === 0 && queue.waiting.length === 0) this.queues.delete(model);
