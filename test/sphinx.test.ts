@@ -14,6 +14,7 @@ import { Metrics } from '../src/services/metrics.js';
 import { ModelRegistry } from '../src/services/registry.js';
 import { ROOT, SHARED } from './helpers/paths.js';
 import { startTestServer } from './helpers/server.js';
+import { SPHINX_INSTALLED, wer, words } from './helpers/transcripts.js';
 import { readWavMono } from './helpers/wav.js';
 
 const SPEECH = path.join(SHARED, 'audio', 'speech');
@@ -41,28 +42,6 @@ const references = new Map(
   (JSON.parse(fs.readFileSync(path.join(SPEECH, 'manifest.json'), 'utf8')) as { file: string; text: string }[]).map((e) => [e.file, e.text]),
 );
 
-const normalise = (text: string): string[] =>
-  text
-    .toLowerCase()
-    .replace(/[^a-z0-9' ]+/g, ' ')
-    .split(/\s+/)
-    .filter(Boolean);
-
-/** Word error rate: word-level edit distance over the reference length. */
-function wer(reference: string, hypothesis: string): number {
-  const ref = normalise(reference);
-  const hyp = normalise(hypothesis);
-  let row = Array.from({ length: hyp.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= ref.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= hyp.length; j++) {
-      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (ref[i - 1] === hyp[j - 1] ? 0 : 1));
-    }
-    row = next;
-  }
-  return row[hyp.length]! / ref.length;
-}
-
 function assertWordTimes(result: TranscriptionResult, duration: number, label: string): void {
   let previousEnd = 0;
   for (const segment of result.segments) {
@@ -84,10 +63,7 @@ function assertWordTimes(result: TranscriptionResult, duration: number, label: s
 
 const sphinxBuiltin = { task: 'stt' as const, engine: SPHINX_ENGINE, load: (id: string) => loadSphinxModel(id) };
 
-// The recognizer needs Debian's pocketsphinx-en-us at run time (npm install adds it as root on Debian).
-const installed = fs.existsSync('/usr/share/pocketsphinx/model/en-us/en-us/mdef');
-
-describe('built-in pocketsphinx recognizer', { skip: installed ? false : 'the pocketsphinx-en-us package is not installed' }, () => {
+describe('built-in pocketsphinx recognizer', { skip: SPHINX_INSTALLED ? false : 'the pocketsphinx-en-us package is not installed' }, () => {
   let model: SttModel;
   const serial = new Map<string, TranscriptionResult>();
 
@@ -179,8 +155,8 @@ describe('built-in pocketsphinx recognizer', { skip: installed ? false : 'the po
     assert.equal(full.segments[0]?.words, undefined, 'words only when asked for');
 
     const cut = await model.transcribe(samples, { maxTokens: 8, wordTimestamps: true });
-    const words = normalise(full.text);
-    assert.equal(cut.text, words.slice(0, 8).join(' '));
+    const spoken = words(full.text);
+    assert.equal(cut.text, spoken.slice(0, 8).join(' '));
     assert.equal(cut.segments.flatMap((s) => s.words ?? []).length, 8);
     assert.equal(cut.segments.length, 2);
   });
@@ -245,7 +221,7 @@ describe('built-in pocketsphinx recognizer', { skip: installed ? false : 'the po
     assert.equal(verbose.status, 200, await verbose.clone().text());
     const body = (await verbose.json()) as { text: string; language: string; words: { word: string }[]; segments: unknown[] };
     assert.equal(body.text, baseline.clips['librivox-0920.wav']?.text);
-    assert.equal(body.words.length, normalise(body.text).length);
+    assert.equal(body.words.length, words(body.text).length);
     assert.equal(body.segments.length, 1);
     const french = await post({ model: 'sphinx', language: 'fr' });
     assert.equal(french.status, 400);
