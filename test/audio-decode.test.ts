@@ -18,7 +18,7 @@ import { decodeAudio } from '../src/services/audio/decode.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';
 import { startTestServer } from './helpers/server.js';
 import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
-import { readWavMono } from './helpers/wav.js';
+import { readWavMono, wavBytes } from './helpers/wav.js';
 
 const CACHE = path.join(os.tmpdir(), 'voxd-test-audio');
 const MUSIC = path.join(SHARED, 'audio', 'music', 'loop_tabla.flac'); // the longest loop: 1% of it exceeds an AAC frame
@@ -79,26 +79,6 @@ function randomBytes(seed: number, length: number): Buffer {
   const buf = Buffer.alloc(length);
   for (let i = 0; i < length; i++) buf[i] = Math.floor(next() * 256);
   return buf;
-}
-
-/** A 16-bit mono PCM WAV; `dataSize` overrides the data chunk's declared size. */
-function wavBytes(samples: Float32Array, sampleRate: number, dataSize?: number): Buffer {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'ascii');
-  header.writeUInt32LE(dataSize === undefined ? 36 + samples.length * 2 : 0xffffffff, 4);
-  header.write('WAVEfmt ', 8, 'ascii');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(sampleRate, 24);
-  header.writeUInt32LE(sampleRate * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'ascii');
-  header.writeUInt32LE(dataSize ?? samples.length * 2, 40);
-  const pcm = new Int16Array(samples.length); // little-endian hosts only, like the rest of voxd
-  for (let i = 0; i < samples.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, Math.round((samples[i] as number) * 32768)));
-  return Buffer.concat([header, Buffer.from(pcm.buffer)]);
 }
 
 /** A valid 2x2 RGB PNG. */

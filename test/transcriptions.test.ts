@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import OpenAI, { toFile } from 'openai';
 import { DEFAULT_VAD_MODEL } from '../src/config.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';
-import { readWavMono } from './helpers/wav.js';
+import { readWavMono, wavBytes } from './helpers/wav.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { whisperTestModel } from './helpers/whisper-models.js';
 
@@ -28,6 +28,20 @@ async function expectEnvelope(response: Response, status: number, code: string, 
   const { error } = (await response.json()) as { error: { code: string; param: string | null; message: string } };
   assert.equal(error.code, code, error.message);
   if (param) assert.equal(error.param, param);
+}
+
+/** jfk.wav four times with 1.5 s pauses: about 50 s, longer than one Whisper window. */
+function longClip(): Buffer {
+  const { samples } = readWavMono(JFK_WAV);
+  const pause = new Float32Array(24000);
+  const long = new Float32Array((samples.length + pause.length) * 4);
+  for (let i = 0; i < 4; i++) long.set(samples, i * (samples.length + pause.length));
+  return wavBytes(long, 16000);
+}
+
+async function cancelledJobs(base: string): Promise<number> {
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 describe('transcriptions and translations over HTTP', () => {
@@ -153,33 +167,13 @@ describe('transcriptions and translations over HTTP', () => {
   });
 
   it('cuts long audio at the pauses the VAD finds and puts the segments back on the clip timeline', async () => {
-    // jfk four times with 1.5 s pauses: about 50 s, longer than one Whisper window
-    const { samples } = readWavMono(JFK_WAV);
-    const pause = new Float32Array(24000);
-    const long = new Float32Array((samples.length + pause.length) * 4);
-    for (let i = 0; i < 4; i++) long.set(samples, i * (samples.length + pause.length));
-    const wav = Buffer.alloc(44 + long.length * 2);
-    wav.write('RIFF', 0);
-    wav.writeUInt32LE(36 + long.length * 2, 4);
-    wav.write('WAVEfmt ', 8);
-    wav.writeUInt32LE(16, 16);
-    wav.writeUInt16LE(1, 20);
-    wav.writeUInt16LE(1, 22);
-    wav.writeUInt32LE(16000, 24);
-    wav.writeUInt32LE(32000, 28);
-    wav.writeUInt16LE(2, 32);
-    wav.writeUInt16LE(16, 34);
-    wav.write('data', 36);
-    wav.writeUInt32LE(long.length * 2, 40);
-    long.forEach((v, i) => wav.writeInt16LE(Math.round(Math.max(-1, Math.min(1, v)) * 32767), 44 + i * 2));
-
     const response = await fetch(`${server.base}/v1/audio/transcriptions`, {
       method: 'POST',
-      body: form({ model: 'whisper-1', response_format: 'verbose_json' }, wav, 'long.wav'),
+      body: form({ model: 'whisper-1', response_format: 'verbose_json' }, longClip(), 'long.wav'),
     });
     assert.equal(response.status, 200);
     const body = (await response.json()) as { duration: number; segments: { id: number; start: number; end: number }[] };
-    const duration = long.length / 16000;
+    const duration = longClip().length / 2 / 16000;
     assert.ok(Math.abs(body.duration - duration) < 0.1);
     assert.ok(body.segments.length > 1);
     body.segments.forEach((segment, i) => {
@@ -212,11 +206,21 @@ describe('transcriptions and translations over HTTP', () => {
         }, 100);
       });
     });
-    // mid-transcription
+    // mid-transcription: 50 s of audio takes the tiny model seconds; the native job must stop, not run to its end
+    const cancelledBefore = await cancelledJobs(server.base);
     const controller = new AbortController();
-    const pending = fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form({ model: 'whisper-1' }), signal: controller.signal });
-    setTimeout(() => controller.abort(), 150);
+    const started = performance.now();
+    const pending = fetch(`${server.base}/v1/audio/transcriptions`, {
+      method: 'POST',
+      body: form({ model: 'whisper-1' }, longClip(), 'long.wav'),
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), 300);
     await assert.rejects(pending);
+    while ((await cancelledJobs(server.base)) === cancelledBefore) {
+      assert.ok(performance.now() - started < 20_000, 'the job is cancelled');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     const after = await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form({ model: 'whisper-1' }) });
     assert.equal(after.status, 200);
   });

@@ -27,3 +27,23 @@ export function readWavMono(file: string): { sampleRate: number; samples: Float3
   }
   throw new Error(`${file}: no data chunk`);
 }
+
+/** A 16-bit mono PCM WAV; `dataSize` overrides the data chunk's declared size. */
+export function wavBytes(samples: Float32Array, sampleRate: number, dataSize?: number): Buffer {
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0, 'ascii');
+  header.writeUInt32LE(dataSize === undefined ? 36 + samples.length * 2 : 0xffffffff, 4);
+  header.write('WAVEfmt ', 8, 'ascii');
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20); // PCM
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(sampleRate, 24);
+  header.writeUInt32LE(sampleRate * 2, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36, 'ascii');
+  header.writeUInt32LE(dataSize ?? samples.length * 2, 40);
+  const pcm = new Int16Array(samples.length); // little-endian hosts only, like the rest of voxd
+  for (let i = 0; i < samples.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, Math.round((samples[i] as number) * 32768)));
+  return Buffer.concat([header, Buffer.from(pcm.buffer)]);
+}
