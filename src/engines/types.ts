@@ -122,3 +122,73 @@ export interface SttModel extends LoadedModel {
   };
   transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
 }
+
+/** A voice a TTS model offers (`GET /v1/audio/voices`). */
+export interface Voice {
+  id: string;
+  name: string;
+}
+
+/** One piece of text to speak (the speech route splits long input at sentence boundaries into several). */
+export interface SynthesisRequest {
+  text: string;
+  /** One of the model's voice IDs (the route resolves vendor names and defaults first). */
+  voice: string;
+  /** Playback speed multiplier, 0.25..4; 1 = the voice's natural rate. */
+  speed: number;
+  /** The seed's `lang_code` (default `a`, American English). */
+  language?: string;
+  temperature?: number;
+  maxTokens?: number;
+  /** Style or emotion instruction (seed `instruct`, vendor `instructions`); only for `capabilities.instructions`. */
+  instructions?: string;
+  /** Reference voice to clone (mono at the model's rate); only for `capabilities.cloning`. */
+  reference?: { samples: Float32Array; text?: string };
+}
+
+export interface SynthesisOptions {
+  signal?: AbortSignal;
+  /** Called on the event loop with audio as the engine produces it (mono float32 at the model's rate). */
+  onAudio?: (samples: Float32Array) => void;
+}
+
+/**
+ * Continuous batching (the seed's `create_tts_batch_session` hook): requests join and leave a running batch
+ * between steps. The scheduler owns the session and calls it from one job at a time.
+ */
+export interface TtsBatchSession {
+  /** Adds a request; returns its slot handle. */
+  add(request: SynthesisRequest): number;
+  /** Removes a request that is no longer wanted (client gone); its audio is dropped. */
+  cancel(slot: number): void;
+  /** Advances every active request by one unit of work; returns those that finished, with their audio. */
+  step(): Promise<{ slot: number; samples: Float32Array }[]>;
+  /** Requests added and not yet finished or cancelled. */
+  readonly active: number;
+  close(): Promise<void>;
+}
+
+export interface TtsModel extends LoadedModel {
+  readonly task: 'tts';
+  /** Rate of the audio the model produces, Hz. */
+  readonly sampleRate: number;
+  readonly voices: readonly Voice[];
+  readonly defaultVoice: string;
+  readonly capabilities: {
+    /** Takes `reference` (ref_audio, ref_text). */
+    cloning: boolean;
+    /** Takes `instructions`. */
+    instructions: boolean;
+    /** Honours `temperature` and `maxTokens` (sampling engines). */
+    sampling: boolean;
+    /** `lang_code` values it speaks; null = any. */
+    languages: readonly string[] | null;
+  };
+  /** Speaks one request; resolves with all of its audio (also when `onAudio` streamed it). */
+  synthesize(request: SynthesisRequest, options?: SynthesisOptions): Promise<Float32Array>;
+  /** Fixed-window batching: several compatible requests in one native call, results in request order. */
+  synthesizeBatch?(requests: SynthesisRequest[], signal?: AbortSignal): Promise<Float32Array[]>;
+  /** Continuous batching hook; `supportsBatchSession` says which requests it takes. */
+  createBatchSession?(maxBatchSize: number): TtsBatchSession;
+  supportsBatchSession?(request: SynthesisRequest): boolean;
+}
