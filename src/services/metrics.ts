@@ -86,6 +86,12 @@ export class Metrics {
   readonly httpLatency = this.add(new Histogram('voxd_http_request_duration_seconds', 'HTTP request latency', LATENCY_BUCKETS_S));
   readonly queueWait = this.add(new Histogram('voxd_queue_wait_seconds', 'Time a job waited in its model queue', LATENCY_BUCKETS_S));
   readonly jobs = this.add(new Counter('voxd_jobs_total', 'Scheduled jobs by model and outcome'));
+  readonly batchSize = this.add(
+    new Histogram('voxd_tts_batch_size', 'Requests per TTS batch by model and path (fixed-window call, continuous step)', [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+  );
+  readonly batchJoinWait = this.add(
+    new Histogram('voxd_tts_batch_join_wait_seconds', 'Time a request waited to join a continuous batch session', LATENCY_BUCKETS_S),
+  );
   readonly rejected = this.add(new Counter('voxd_queue_rejected_total', 'Jobs refused because the model queue was full'));
   readonly modelLoads = this.add(new Counter('voxd_model_loads_total', 'Model loads by outcome'));
   readonly downloads = this.add(new Counter('voxd_model_downloads_total', 'Hub downloads by outcome'));
