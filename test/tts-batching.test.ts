@@ -76,20 +76,19 @@ class ContinuousDouble extends SerialDouble {
     this.sessionsOpened++;
     const slots = new Map<number, { req: SynthesisRequest; done: number }>();
     let next = 0;
-    const model = this;
     return {
-      add(req) {
+      add: (req) => {
         assert.ok(slots.size < maxBatchSize, 'never more than the batch size');
         slots.set(next, { req, done: 0 });
         return next++;
       },
-      cancel(slot) {
-        model.cancelled.push(slots.get(slot)?.req.text ?? '?');
+      cancel: (slot) => {
+        this.cancelled.push(slots.get(slot)?.req.text ?? '?');
         slots.delete(slot);
       },
-      async step() {
+      step: async () => {
         await sleep(2);
-        model.steps.push([...slots.values()].map((s) => s.req.text));
+        this.steps.push([...slots.values()].map((s) => s.req.text));
         const finished: { slot: number; samples: Float32Array }[] = [];
         for (const [slot, state] of slots) {
           if (++state.done >= state.req.text.length) {
@@ -102,8 +101,8 @@ class ContinuousDouble extends SerialDouble {
       get active() {
         return slots.size;
       },
-      async close() {
-        model.sessionsClosed++;
+      close: async () => {
+        this.sessionsClosed++;
       },
     };
   }
