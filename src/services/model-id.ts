@@ -25,15 +25,18 @@ function isInside(root: string, target: string): boolean {
   return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
 }
 
-/** A local file or directory, resolved against the working directory, then against each --models-dir root. */
-function findLocal(id: string, modelsDirs: string[]): string | null {
-  const candidates = [path.resolve(id), ...(path.isAbsolute(id) ? [] : modelsDirs.map((root) => path.resolve(root, id)))];
+/**
+ * A local file or directory (a model, a `ref_audio` clip), resolved against the working directory, then against
+ * each --models-dir root; null when it does not exist. With roots given, a path outside them is refused.
+ */
+export function findLocalPath(p: string, roots: string[], refusal: { code: 'invalid_model' | 'invalid_request'; param: string }): string | null {
+  const candidates = [path.resolve(p), ...(path.isAbsolute(p) ? [] : roots.map((root) => path.resolve(root, p)))];
   const found = candidates.find((candidate) => fs.existsSync(candidate));
   if (!found) return null;
-  if (modelsDirs.length > 0) {
+  if (roots.length > 0) {
     const real = fs.realpathSync(found);
-    if (!modelsDirs.some((root) => isInside(fs.realpathSync(path.resolve(root)), real))) {
-      throw new ApiError('invalid_model', `local model path ${id} is outside the allowed --models-dir roots`, { param: 'model' });
+    if (!roots.some((root) => isInside(fs.realpathSync(path.resolve(root)), real))) {
+      throw new ApiError(refusal.code, `local path ${p} is outside the allowed --models-dir roots`, { param: refusal.param });
     }
   }
   return found;
@@ -41,7 +44,7 @@ function findLocal(id: string, modelsDirs: string[]): string | null {
 
 /** Parses a model ID, or returns null when it is neither an existing path nor a hub ID. */
 export function parseModelId(id: string, modelsDirs: string[]): ModelRef | null {
-  const local = findLocal(id, modelsDirs);
+  const local = findLocalPath(id, modelsDirs, { code: 'invalid_model', param: 'model' });
   if (local) return { kind: 'local', path: local };
 
   const [repoPart, quant, ...extraColons] = id.split(':');
