@@ -81,6 +81,10 @@ export const SYSTEM_DEPS = [
     debian: 'pocketsphinx-en-us',
     optional: true,
   },
+  // flite 2.2, the built-in `flite` voices: its headers to build (no pkg-config file); the addon opens the library
+  // and its voices at run time, and only that model fails without them (hence optional here)
+  { what: 'flite headers', check: header('flite/flite.h'), debian: 'flite1-dev' },
+  { what: 'libflite.so.1 and its voices (run time, built-in flite model)', check: sharedLibrary('libflite.so.1'), debian: 'libflite1', optional: true },
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 

@@ -41,7 +41,7 @@ function serveCommand(): Command {
     .option('--vad-model <id>', `VAD model for server_vad (default: ${DEFAULT_VAD_MODEL}; env VOXD_VAD_MODEL)`)
     .option('--tts-max-batch-size <n>', 'maximum TTS requests per continuous batch (default: 8; env VOXD_TTS_MAX_BATCH_SIZE)')
     .option('--stt-model <id>', 'model behind the vendor aliases whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe')
-    .option('--tts-model <id>', 'model behind the vendor aliases tts-1, tts-1-hd, gpt-4o-mini-tts')
+    .option('--tts-model <id>', 'model behind the vendor aliases tts-1, tts-1-hd, gpt-4o-mini-tts (default: flite; env VOXD_TTS_MODEL)')
     .option('--models-dir <dir>', 'allow local model paths (and ref_audio paths) only under this root; repeatable', collect)
     .option('--offline', 'never contact the model hub; use the local cache only (also HF_HUB_OFFLINE=1)')
     .option('--preload <id>', 'load this model at start and keep it resident; /readyz waits for it; repeatable', collect)
@@ -52,6 +52,7 @@ function serveCommand(): Command {
     .option('--max-upload-mb <mb>', 'largest accepted audio upload, in MiB (default: 100)')
     .option('--max-audio-seconds <seconds>', 'longest accepted audio input, in seconds of decoded audio (default: 3600)')
     .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
+    .option('--max-input-chars <n>', 'longest text accepted by /v1/audio/speech, in characters (default: 4096)')
     .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish (default: 30)')
     .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')
     .action(async (_options: Record<string, unknown>, command: Command) => {

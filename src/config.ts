@@ -9,6 +9,8 @@ import { z } from 'zod';
 export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
 /** The built-in pocketsphinx recognizer (engines/sphinx.ts): behind the STT aliases unless --stt-model says otherwise. */
 export const DEFAULT_STT_MODEL = 'sphinx';
+/** The built-in flite voices (engines/flite.ts): behind the TTS aliases unless --tts-model says otherwise. */
+export const DEFAULT_TTS_MODEL = 'flite';
 
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().nonnegative();
@@ -26,7 +28,7 @@ export const configSchema = z.object({
   vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
   ttsMaxBatchSize: positiveInt.max(256).default(8),
   sttModel: z.string().min(1).nullable().default(DEFAULT_STT_MODEL),
-  ttsModel: z.string().min(1).nullable().default(null),
+  ttsModel: z.string().min(1).nullable().default(DEFAULT_TTS_MODEL),
   modelsDirs: z.array(z.string().min(1)).default([]),
   offline: z.boolean().default(false),
   preload: z.array(z.string().min(1)).default([]),
@@ -37,6 +39,7 @@ export const configSchema = z.object({
   maxUploadMb: positiveInt.default(100),
   maxAudioSeconds: positiveInt.default(3600),
   maxJsonKb: positiveInt.default(1024),
+  maxInputChars: positiveInt.default(4096),
   shutdownTimeout: nonNegativeInt.default(30),
   cacheDir: z
     .string()
@@ -46,13 +49,14 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
-/** The five environment variables of the seed spec, plus the STT default and the cache location. */
+/** The five environment variables of the seed spec, plus the STT and TTS defaults and the cache location. */
 export const ENV_VARIABLES = {
   realtimeModel: 'VOXD_REALTIME_MODEL',
   realtimeTranscriptionDelayMs: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
   vadModel: 'VOXD_VAD_MODEL',
   ttsMaxBatchSize: 'VOXD_TTS_MAX_BATCH_SIZE',
   sttModel: 'VOXD_STT_MODEL',
+  ttsModel: 'VOXD_TTS_MODEL',
   allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
   cacheDir: 'VOXD_CACHE_DIR',
 } as const satisfies Partial<Record<keyof Config, string>>;

@@ -38,14 +38,12 @@ void voxd_av_log(void * avcl, int level, const char * fmt, va_list vl) {
     }
 }
 
-// Captures FFmpeg's last error line on this thread for the lifetime of the scope.
-struct voxd_av_error_scope {
-    std::string last;
-    voxd_av_error_scope()  { t_av_error = &last; }
-    ~voxd_av_error_scope() { t_av_error = nullptr; }
-};
+} // namespace
 
-// FFmpeg's own words for `err` (the last logged error line when there is one: it says more).
+// (declared in voxd-audio.h: the encoder uses them too)
+voxd_av_error_scope::voxd_av_error_scope()  { t_av_error = &last; }
+voxd_av_error_scope::~voxd_av_error_scope() { t_av_error = nullptr; }
+
 std::string voxd_av_reason(int err, const voxd_av_error_scope & log) {
     if (!log.last.empty()) {
         return log.last;
@@ -54,6 +52,8 @@ std::string voxd_av_reason(int err, const voxd_av_error_scope & log) {
     av_strerror(err, buf, sizeof(buf));
     return buf;
 }
+
+namespace {
 
 [[noreturn]] void voxd_invalid_audio(const std::string & message) {
     throw voxd_error("invalid_audio", message);

@@ -31,5 +31,16 @@ struct voxd_decoded_audio {
 voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_audio_params & params,
                                      const voxd_abort_ptr & abort);
 
+// Captures the last error line FFmpeg logs on this thread for the lifetime of the scope (FFmpeg's log prints
+// nothing; error lines only become the reason in our error messages). Used by the decoder and the encoder.
+struct voxd_av_error_scope {
+    std::string last;
+    voxd_av_error_scope();
+    ~voxd_av_error_scope();
+};
+
+// FFmpeg's own words for `err` (the last logged error line when there is one: it says more).
+std::string voxd_av_reason(int err, const voxd_av_error_scope & log);
+
 // JS: `decodeAudio(data: Uint8Array, { sampleRate, maxSeconds? }, abort?: AbortFlag) -> Promise<DecodedAudio>`.
 void voxd_audio_init(Napi::Env env, Napi::Object exports);

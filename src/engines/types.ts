@@ -174,6 +174,8 @@ export interface TtsModel extends LoadedModel {
   readonly sampleRate: number;
   readonly voices: readonly Voice[];
   readonly defaultVoice: string;
+  /** Other names the model answers to (lower case, e.g. the vendor's voice names), each mapped to one of `voices`. */
+  readonly voiceAliases?: Readonly<Record<string, string>>;
   readonly capabilities: {
     /** Takes `reference` (ref_audio, ref_text). */
     cloning: boolean;

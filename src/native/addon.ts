@@ -61,6 +61,50 @@ export interface NativeDecodedAudio {
   truncated: boolean;
 }
 
+/** The `response_format`s of POST /v1/audio/speech that the encoder writes. */
+export type NativeAudioFormat = 'mp3' | 'wav' | 'flac' | 'ogg' | 'opus' | 'aac' | 'pcm';
+
+export interface NativeAudioEncoderOptions {
+  format: NativeAudioFormat;
+  /** Rate of the input samples, Hz (an integer from 8000 to 192000). */
+  sampleRate: number;
+  /**
+   * Bits per second for mp3, aac, opus and ogg (6000 to 512000). Default: mp3 and aac 64000, opus 32000, ogg
+   * libvorbis' VBR quality 3. Lossless formats ignore it.
+   */
+  bitrate?: number;
+  /**
+   * Default true: every call returns the bytes produced so far (one container, one header; WAV sizes 0xFFFFFFFF;
+   * Ogg pages flushed per call). false: encode() returns empty buffers and finish() the whole file, its header
+   * completed (WAV sizes, FLAC totals, MP3 Xing/LAME frame with the gapless delay and padding).
+   */
+  streaming?: boolean;
+}
+
+/**
+ * An incremental encoder of mono float32 audio (FFmpeg's libavcodec/libavformat/libswresample, on libuv worker
+ * threads). One call at a time: a call made before the previous one's promise settled throws `busy`; calls after
+ * finish() throw `closed`; after a failed call every later call throws `encode_failed`.
+ */
+export interface NativeAudioEncoder {
+  readonly format: NativeAudioFormat;
+  /** Rate of the input, Hz. */
+  readonly sampleRate: number;
+  /** Rate of the encoded stream: the input rate when the codec takes it, else the nearest one it takes. */
+  readonly outputSampleRate: number;
+  /** FFmpeg's encoder: `libmp3lame`, `pcm_s16le`, `flac`, `libvorbis`, `libopus`, `aac`. */
+  readonly codec: string;
+  readonly streaming: boolean;
+  /**
+   * Encodes a chunk (NaN and infinities become 0, values beyond ±1 are clipped). Throws `invalid_argument` for a
+   * non-Float32Array; rejects with `invalid_argument` when the codec refuses the configuration (first call) or
+   * `encode_failed`.
+   */
+  encode(samples: Float32Array): Promise<Buffer>;
+  /** Encodes the optional last chunk, drains the codec and writes the trailer: the last bytes (or the whole file). */
+  finish(samples?: Float32Array): Promise<Buffer>;
+}
+
 export interface NativeWhisperLoadOptions {
   /** Use a GPU backend when the addon has one (default true; CPU otherwise). */
   useGpu?: boolean;
@@ -204,6 +248,46 @@ export interface NativeSphinxModel {
   release(): void;
 }
 
+/** One of the built-in flite voices. */
+export interface NativeFliteVoice {
+  /** `slt`, `kal`, `awb` or `rms`. */
+  id: string;
+  /** flite's own name of the voice (`kal16` for `kal`). */
+  name: string;
+  /** Accent, sex and kind of voice, in English. */
+  description: string;
+}
+
+export interface NativeFliteSynthesisOptions {
+  /** One of `FliteModel.voiceIds`. */
+  voice: string;
+  /** Playback speed, 0.25..4 (default 1): flite's own duration stretch (1 / speed), so the pitch is kept. */
+  speed?: number;
+}
+
+export interface NativeFliteModel {
+  readonly voices: NativeFliteVoice[];
+  /**
+   * True where flite's noise generator is redirected to one per synthesis (x86-64 and arm64 Linux): the same
+   * request then always gives the same samples, whatever runs beside it.
+   */
+  readonly deterministic: boolean;
+  /**
+   * Speaks `text` (cut into utterances at sentence ends, as flite's own reader does) on a worker thread; calls
+   * may overlap. Resolves with all of the audio, 16 kHz mono; `onAudio` gets it in order as it is synthesised,
+   * every sample before the promise resolves and none after a rejection. Empty or blank text gives no samples.
+   * Rejects with `invalid_argument`, `closed` (after release), `aborted` or `synthesis_failed`.
+   */
+  synthesize(
+    text: string,
+    options: NativeFliteSynthesisOptions,
+    onAudio?: ((samples: Float32Array) => void) | null,
+    abort?: NativeAbortFlag,
+  ): Promise<Float32Array>;
+  /** Drops this object's hold on the voices; syntheses in flight finish. Later calls throw `closed`. */
+  release(): void;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -232,10 +316,17 @@ export interface NativeAddon {
     readonly defaultPaths: { hmm: string; lm: string; dict: string };
   };
   /**
+   * flite 2.2, opened at run time: rejects with `engine_unavailable` (naming the Debian package) when libflite1 is
+   * missing, `model_load_failed` when a voice does not speak.
+   */
+  FliteModel: { load(): Promise<NativeFliteModel>; readonly sampleRate: number; readonly voiceIds: readonly string[] };
+  /**
    * Decodes a whole file held in memory (WAV, MP3, FLAC, MP4/M4A, ADTS AAC, Ogg, WebM/Matroska, ...). Rejects
    * with `invalid_audio` (not audio, unsupported codec, nothing decodable), `audio_too_long` or `aborted`.
    */
   decodeAudio(data: Uint8Array, options: NativeDecodeAudioOptions, abort?: NativeAbortFlag): Promise<NativeDecodedAudio>;
+  /** Throws `invalid_argument` for bad options, `encoder_unavailable` when the system's FFmpeg lacks the codec. */
+  AudioEncoder: { new (options: NativeAudioEncoderOptions): NativeAudioEncoder; readonly formats: readonly NativeAudioFormat[] };
   systemInfo(): NativeSystemInfo;
   setLogLevel(level: number): void;
 }

@@ -1,7 +1,11 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 
 /** The built-in `sphinx` model needs Debian's pocketsphinx-en-us at run time (npm install adds it as root on Debian). */
 export const SPHINX_INSTALLED = fs.existsSync('/usr/share/pocketsphinx/model/en-us/en-us/mdef');
+
+/** The built-in `flite` voices need Debian's libflite1 at run time (npm install adds it as root on Debian). */
+export const FLITE_INSTALLED = spawnSync('/sbin/ldconfig', ['-p'], { encoding: 'utf8' }).stdout?.includes('libflite_cmu_us_slt.so.1') ?? false;
 
 /** Lower-case words without punctuation, as word error rates are counted. */
 export function words(text: string): string[] {

@@ -1,0 +1,757 @@
+#include "voxd-flite.h"
+
+// Types and prototypes only: every function is resolved with dlsym, none is linked.
+#include <flite/flite.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace {
+
+const char * const k_install_hint = "install Debian's libflite1 package (apt-get install libflite1)";
+
+constexpr int k_sample_rate = 16000;
+
+// Audio reaches JS at least this often while an utterance is synthesised (and at the end of each utterance).
+constexpr size_t k_chunk_samples = 4000; // 0.25 s
+// flite calls the streaming callback once at least this many new samples are ready; the abort flag is checked
+// there, so an abort lands within this much audio of the utterance being synthesised.
+constexpr int k_stream_min_samples = 1024;
+// flite_ts_to_speech's upper bound on the tokens of one utterance.
+constexpr int k_max_utterance_tokens = 500;
+// The seed of the excitation noise of every synthesis (see voxd_flite_rand).
+constexpr uint64_t k_noise_seed = 0x766f7864666c6974ULL;
+
+using register_voice_fn = cst_voice * (*) (const char * voxdir);
+using lang_init_fn      = void (*)(cst_voice * vox);
+using lex_init_fn       = cst_lexicon * (*) ();
+
+// ---- the library, opened at run time ----
+
+// The flite 2.2 functions voxd calls (libflite.so.1, libflite_usenglish.so.1, libflite_cmulex.so.1).
+struct voxd_flite_api {
+    decltype(&::flite_init)              flite_init              = nullptr;
+    decltype(&::flite_add_lang)          flite_add_lang          = nullptr;
+    decltype(&::flite_do_synth)          flite_do_synth          = nullptr;
+    decltype(&::utt_synth_tokens)        utt_synth_tokens        = nullptr;
+    decltype(&::new_utterance)           new_utterance           = nullptr;
+    decltype(&::delete_utterance)        delete_utterance        = nullptr;
+    decltype(&::utt_relation_create)     utt_relation_create     = nullptr;
+    decltype(&::utt_wave)                utt_wave                = nullptr;
+    decltype(&::relation_head)           relation_head           = nullptr;
+    decltype(&::relation_append)         relation_append         = nullptr;
+    decltype(&::item_set_string)         item_set_string         = nullptr;
+    decltype(&::feat_set)                feat_set                = nullptr;
+    decltype(&::feat_set_float)          feat_set_float          = nullptr;
+    decltype(&::feat_present)            feat_present            = nullptr;
+    decltype(&::feat_val)                feat_val                = nullptr;
+    decltype(&::get_param_string)        get_param_string        = nullptr;
+    decltype(&::val_breakfunc)           val_breakfunc           = nullptr;
+    decltype(&::default_utt_break)       default_utt_break       = nullptr;
+    decltype(&::ts_open_string)          ts_open_string          = nullptr;
+    decltype(&::ts_get)                  ts_get                  = nullptr;
+    decltype(&::ts_eof)                  ts_eof                  = nullptr;
+    decltype(&::ts_close)                ts_close                = nullptr;
+    decltype(&::new_audio_streaming_info) new_audio_streaming_info = nullptr;
+    decltype(&::audio_streaming_info_val) audio_streaming_info_val = nullptr;
+    lang_init_fn                         usenglish_init          = nullptr;
+    lex_init_fn                          cmulex_init             = nullptr;
+};
+
+// The built-in voices: all 16 kHz (Debian's cmu_us_kal is 8 kHz; kal16 is the same diphone voice at 16 kHz).
+struct voxd_flite_voice_def {
+    const char * id;
+    const char * library;
+    const char * register_fn;
+    const char * description;
+};
+
+const voxd_flite_voice_def k_voice_defs[] = {
+    { "slt", "libflite_cmu_us_slt.so.1", "register_cmu_us_slt", "US English, female (clustergen, CMU ARCTIC slt)" },
+    { "kal", "libflite_cmu_us_kal16.so.1", "register_cmu_us_kal16", "US English, male (diphone, kal16)" },
+    { "awb", "libflite_cmu_us_awb.so.1", "register_cmu_us_awb", "Scottish English, male (clustergen, CMU ARCTIC awb)" },
+    { "rms", "libflite_cmu_us_rms.so.1", "register_cmu_us_rms", "US English, male (clustergen, CMU ARCTIC rms)" },
+};
+constexpr size_t k_n_voices = sizeof(k_voice_defs) / sizeof(k_voice_defs[0]);
+
+// ---- what flite calls in the C library, redirected per thread ----
+//
+// flite's clustergen vocoder draws its noise excitation from rand(): one process-wide sequence, so the same text
+// came out different on every call and depended on what ran beside it. flite stops the process with exit() on an
+// internal error (cst_error), and prints its warnings to stderr. libflite's own calls of rand, exit and
+// (__)vfprintf are pointed at the functions below (its GOT entries; nothing else in the process is affected):
+// a per-thread noise generator reseeded for every synthesis, so the output depends only on the request; a
+// longjmp back to the synthesis that failed; messages kept for the error instead of printed.
+
+thread_local uint64_t       t_noise_state = k_noise_seed;
+thread_local std::jmp_buf * t_fatal_jump  = nullptr; // set while voxd_flite_guarded runs on this thread
+thread_local char           t_first_message[256];    // flite's first message in the current synthesis
+
+int voxd_flite_rand() {
+    t_noise_state = t_noise_state * 6364136223846793005ULL + 1442695040888963407ULL; // 64-bit LCG (Knuth's MMIX)
+    return (int) ((t_noise_state >> 33) & (uint64_t) RAND_MAX);                    // its high 31 bits
+}
+
+[[noreturn]] void voxd_flite_exit(int status) {
+    if (t_fatal_jump) {
+        std::longjmp(*t_fatal_jump, 1);
+    }
+    std::exit(status); // flite called outside a synthesis: what it would have done
+}
+
+void voxd_flite_keep_message(const char * format, va_list ap) {
+    if (t_first_message[0] != '\0') {
+        return;
+    }
+    std::vsnprintf(t_first_message, sizeof(t_first_message), format, ap);
+    for (char * c = t_first_message; *c; c++) {
+        if ((unsigned char) *c < 0x20 || (unsigned char) *c >= 0x7f) {
+            *c = ' '; // messages quote the input text
+        }
+    }
+}
+
+int voxd_flite_vfprintf(FILE * stream, const char * format, va_list ap) {
+    if (stream != stderr) {
+        return std::vfprintf(stream, format, ap);
+    }
+    va_list copy;
+    va_copy(copy, ap);
+    voxd_flite_keep_message(format, copy);
+    va_end(copy);
+    return std::vsnprintf(nullptr, 0, format, ap);
+}
+
+int voxd_flite_vfprintf_chk(FILE * stream, int /*flag*/, const char * format, va_list ap) {
+    return voxd_flite_vfprintf(stream, format, ap);
+}
+
+#if UINTPTR_MAX > 0xffffffffu
+#define VOXD_R_TYPE(info) ELF64_R_TYPE(info)
+#define VOXD_R_SYM(info)  ELF64_R_SYM(info)
+#else
+#define VOXD_R_TYPE(info) ELF32_R_TYPE(info)
+#define VOXD_R_SYM(info)  ELF32_R_SYM(info)
+#endif
+
+#if defined(__x86_64__)
+constexpr uint32_t k_reloc_jump_slot = R_X86_64_JUMP_SLOT;
+constexpr uint32_t k_reloc_glob_dat  = R_X86_64_GLOB_DAT;
+#define VOXD_FLITE_CAN_HOOK 1
+#elif defined(__aarch64__)
+constexpr uint32_t k_reloc_jump_slot = R_AARCH64_JUMP_SLOT;
+constexpr uint32_t k_reloc_glob_dat  = R_AARCH64_GLOB_DAT;
+#define VOXD_FLITE_CAN_HOOK 1
+#else
+#define VOXD_FLITE_CAN_HOOK 0
+#endif
+
+#if VOXD_FLITE_CAN_HOOK
+struct voxd_flite_relro_query {
+    ElfW(Addr) base;
+    ElfW(Addr) start = 0; // the pages the loader made read-only after relocation: [start, end)
+    ElfW(Addr) end   = 0;
+};
+
+int voxd_flite_find_relro(struct dl_phdr_info * info, size_t /*size*/, void * data) {
+    auto * q = static_cast<voxd_flite_relro_query *>(data);
+    if (info->dlpi_addr != q->base) {
+        return 0;
+    }
+    const ElfW(Addr) page = (ElfW(Addr)) sysconf(_SC_PAGESIZE);
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) & ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_GNU_RELRO) {
+            q->start = (q->base + ph.p_vaddr) & ~(page - 1);
+            q->end   = (q->base + ph.p_vaddr + ph.p_memsz) & ~(page - 1);
+        }
+    }
+    return 1;
+}
+#endif
+
+// Points the GOT slots through which the shared object `handle` itself calls `symbol` at `replacement`.
+// Returns how many slots were changed (0 where the object does not import the symbol, or on other CPUs).
+int voxd_flite_hook_import(void * handle, const char * symbol, void * replacement) {
+#if VOXD_FLITE_CAN_HOOK
+    struct link_map * map = nullptr;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map || map->l_addr == 0) {
+        return 0;
+    }
+    const ElfW(Addr) base = map->l_addr;
+    // glibc relocates the pointers of the dynamic section in place; other loaders may leave them relative
+    auto absolute = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
+    const ElfW(Sym) *  symtab = nullptr;
+    const char *       strtab = nullptr;
+    const ElfW(Rela) * tables[2] = { nullptr, nullptr };
+    size_t             sizes[2]  = { 0, 0 };
+    bool               plt_rela  = true;
+    for (const ElfW(Dyn) * d = map->l_ld; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+            case DT_SYMTAB:   symtab    = reinterpret_cast<const ElfW(Sym) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_STRTAB:   strtab    = reinterpret_cast<const char *>(absolute(d->d_un.d_ptr)); break;
+            case DT_JMPREL:   tables[0] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_PLTRELSZ: sizes[0]  = d->d_un.d_val; break;
+            case DT_PLTREL:   plt_rela  = d->d_un.d_val == DT_RELA; break;
+            case DT_RELA:     tables[1] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_RELASZ:   sizes[1]  = d->d_un.d_val; break;
+            default: break;
+        }
+    }
+    if (!symtab || !strtab || !plt_rela) {
+        return 0;
+    }
+    voxd_flite_relro_query relro{ base };
+    dl_iterate_phdr(voxd_flite_find_relro, &relro);
+    const ElfW(Addr) page = (ElfW(Addr)) sysconf(_SC_PAGESIZE);
+
+    int patched = 0;
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; tables[t] && i < sizes[t] / sizeof(ElfW(Rela)); i++) {
+            const ElfW(Rela) & r = tables[t][i];
+            const uint32_t type = (uint32_t) VOXD_R_TYPE(r.r_info);
+            if ((type != k_reloc_jump_slot && type != k_reloc_glob_dat) || VOXD_R_SYM(r.r_info) == 0) {
+                continue;
+            }
+            if (std::strcmp(strtab + symtab[VOXD_R_SYM(r.r_info)].st_name, symbol) != 0) {
+                continue;
+            }
+            void ** slot = reinterpret_cast<void **>(base + r.r_offset);
+            const ElfW(Addr) at = reinterpret_cast<ElfW(Addr)>(slot) & ~(page - 1);
+            if (mprotect(reinterpret_cast<void *>(at), page, PROT_READ | PROT_WRITE) != 0) {
+                continue;
+            }
+            *slot = replacement;
+            if (at >= relro.start && at < relro.end) {
+                mprotect(reinterpret_cast<void *>(at), page, PROT_READ); // as the loader left it
+            }
+            patched++;
+        }
+    }
+    return patched;
+#else
+    (void) handle;
+    (void) symbol;
+    (void) replacement;
+    return 0;
+#endif
+}
+
+template <typename F>
+void voxd_flite_resolve(void * lib, const char * name, F & fn, std::string & missing) {
+    fn = reinterpret_cast<F>(dlsym(lib, name));
+    if (!fn) {
+        missing += missing.empty() ? name : std::string(", ") + name;
+    }
+}
+
+struct voxd_flite_library_state {
+    voxd_flite_api api;
+    cst_voice *    voices[k_n_voices] = {};
+    bool           deterministic = false; // rand is redirected: the same request always gives the same audio
+    std::string    failure;
+};
+
+// Opens the libraries and registers the voices once per process; throws engine_unavailable (every time) when
+// that failed. The handles are never closed and the voices never unregistered: flite keeps them in globals.
+const voxd_flite_library_state & voxd_flite_library() {
+    static voxd_flite_library_state state;
+    static std::once_flag           once;
+    std::call_once(once, [] {
+        voxd_flite_api & api = state.api;
+        void * flite = dlopen("libflite.so.1", RTLD_NOW | RTLD_LOCAL);
+        void * lang  = flite ? dlopen("libflite_usenglish.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        void * lex   = lang ? dlopen("libflite_cmulex.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        if (!lex) {
+            const char * why = dlerror();
+            state.failure = std::string("flite is not installed (") + (why ? why : "cannot open libflite.so.1") + "): " + k_install_hint;
+            return;
+        }
+        std::string missing;
+        voxd_flite_resolve(flite, "flite_init", api.flite_init, missing);
+        voxd_flite_resolve(flite, "flite_add_lang", api.flite_add_lang, missing);
+        voxd_flite_resolve(flite, "flite_do_synth", api.flite_do_synth, missing);
+        voxd_flite_resolve(flite, "utt_synth_tokens", api.utt_synth_tokens, missing);
+        voxd_flite_resolve(flite, "new_utterance", api.new_utterance, missing);
+        voxd_flite_resolve(flite, "delete_utterance", api.delete_utterance, missing);
+        voxd_flite_resolve(flite, "utt_relation_create", api.utt_relation_create, missing);
+        voxd_flite_resolve(flite, "utt_wave", api.utt_wave, missing);
+        voxd_flite_resolve(flite, "relation_head", api.relation_head, missing);
+        voxd_flite_resolve(flite, "relation_append", api.relation_append, missing);
+        voxd_flite_resolve(flite, "item_set_string", api.item_set_string, missing);
+        voxd_flite_resolve(flite, "feat_set", api.feat_set, missing);
+        voxd_flite_resolve(flite, "feat_set_float", api.feat_set_float, missing);
+        voxd_flite_resolve(flite, "feat_present", api.feat_present, missing);
+        voxd_flite_resolve(flite, "feat_val", api.feat_val, missing);
+        voxd_flite_resolve(flite, "get_param_string", api.get_param_string, missing);
+        voxd_flite_resolve(flite, "val_breakfunc", api.val_breakfunc, missing);
+        voxd_flite_resolve(flite, "default_utt_break", api.default_utt_break, missing);
+        voxd_flite_resolve(flite, "ts_open_string", api.ts_open_string, missing);
+        voxd_flite_resolve(flite, "ts_get", api.ts_get, missing);
+        voxd_flite_resolve(flite, "ts_eof", api.ts_eof, missing);
+        voxd_flite_resolve(flite, "ts_close", api.ts_close, missing);
+        voxd_flite_resolve(flite, "new_audio_streaming_info", api.new_audio_streaming_info, missing);
+        voxd_flite_resolve(flite, "audio_streaming_info_val", api.audio_streaming_info_val, missing);
+        voxd_flite_resolve(lang, "usenglish_init", api.usenglish_init, missing);
+        voxd_flite_resolve(lex, "cmulex_init", api.cmulex_init, missing);
+        register_voice_fn registers[k_n_voices] = {};
+        for (size_t i = 0; i < k_n_voices; i++) {
+            void * lib = dlopen(k_voice_defs[i].library, RTLD_NOW | RTLD_LOCAL);
+            if (!lib) {
+                const char * why = dlerror();
+                state.failure = std::string("a flite voice is missing (") + (why ? why : k_voice_defs[i].library) + "): " + k_install_hint;
+                return;
+            }
+            voxd_flite_resolve(lib, k_voice_defs[i].register_fn, registers[i], missing);
+        }
+        if (!missing.empty()) {
+            state.failure = "the installed flite lacks " + missing + " (voxd needs flite 2.2): " + k_install_hint;
+            return;
+        }
+        // before any flite code runs, and while nothing else calls into flite
+        state.deterministic = voxd_flite_hook_import(flite, "rand", reinterpret_cast<void *>(&voxd_flite_rand)) > 0;
+        voxd_flite_hook_import(flite, "exit", reinterpret_cast<void *>(&voxd_flite_exit));
+        voxd_flite_hook_import(flite, "vfprintf", reinterpret_cast<void *>(&voxd_flite_vfprintf));
+        voxd_flite_hook_import(flite, "__vfprintf_chk", reinterpret_cast<void *>(&voxd_flite_vfprintf_chk));
+
+        // what flite's own main does before it registers its voices; none of this is thread-safe
+        api.flite_init();
+        api.flite_add_lang("eng", api.usenglish_init, api.cmulex_init);
+        api.flite_add_lang("usenglish", api.usenglish_init, api.cmulex_init);
+        for (size_t i = 0; i < k_n_voices; i++) {
+            state.voices[i] = registers[i](nullptr);
+            if (!state.voices[i]) {
+                state.failure = std::string("flite could not register its voice ") + k_voice_defs[i].id + ": " + k_install_hint;
+                return;
+            }
+        }
+    });
+    if (!state.failure.empty()) {
+        throw voxd_error("engine_unavailable", state.failure);
+    }
+    return state;
+}
+
+// Runs `fn` so that an internal error of flite (its exit()) returns false here instead of ending the process.
+// Only flite's C frames and `fn` lie in between, so `fn` must own nothing with a destructor across its flite
+// calls and must not throw. What flite had allocated is leaked.
+template <typename F>
+bool voxd_flite_guarded(F fn) {
+    std::jmp_buf env;
+    if (setjmp(env) != 0) {
+        t_fatal_jump = nullptr;
+        return false;
+    }
+    t_fatal_jump = &env;
+    fn();
+    t_fatal_jump = nullptr;
+    return true;
+}
+
+} // namespace
+
+// The registered voices, shared by every FliteModel and the workers in flight.
+struct voxd_flite_voices {
+    const voxd_flite_library_state * library;
+};
+
+namespace {
+
+// ---- one synthesis ----
+
+// The text is cut into utterances as flite's own file reader (flite_ts_to_speech) cuts it: at the voice's
+// utterance breaks (sentence ends), at most 500 tokens each. Each utterance is synthesised with its own
+// features (speed, streaming), so nothing shared is written and calls may overlap. Samples are appended as flite
+// streams them; JS receives them in chunks through a thread-safe function while the worker runs.
+class voxd_flite_job : public std::enable_shared_from_this<voxd_flite_job> {
+public:
+    voxd_flite_job(std::shared_ptr<const voxd_flite_voices> voices, std::string text, size_t voice, float speed, voxd_abort_ptr abort)
+        : m_voices(std::move(voices)), m_text(std::move(text)), m_voice(voice), m_speed(speed), m_abort(std::move(abort)) {}
+
+    // Audio goes to JS through this while the worker runs (see voxd-whisper.cpp for the same arrangement):
+    // created on the main thread with one thread reference, owned by the worker, released when execute() ends.
+    Napi::ThreadSafeFunction tsfn;
+    bool                     streaming = false;
+
+    // Worker thread.
+    void execute() {
+        struct tsfn_release {
+            voxd_flite_job & job;
+            ~tsfn_release() { if (job.streaming) job.tsfn.Release(); }
+        } guard{ *this };
+        try {
+            run();
+        } catch (...) {
+            m_failed.store(true); // set before the rejection, so no audio reaches JS after it
+            throw;
+        }
+    }
+
+    // Main thread: hands the samples made ready and not yet delivered to `fn`, in order. Called by queued TSFN
+    // calls and once more before the promise resolves, so every sample arrives exactly once and before the result.
+    void deliver(Napi::Env env, Napi::Function fn, bool everything) {
+        if (m_failed.load()) {
+            return;
+        }
+        Napi::Float32Array chunk;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            const size_t end = everything ? m_samples.size() : m_ready;
+            if (end <= m_delivered) {
+                return;
+            }
+            chunk = Napi::Float32Array::New(env, end - m_delivered);
+            std::copy(m_samples.begin() + (std::ptrdiff_t) m_delivered, m_samples.begin() + (std::ptrdiff_t) end, chunk.Data());
+            m_delivered = end;
+        }
+        try {
+            fn.Call({ chunk });
+        } catch (const Napi::Error &) {
+            // the exception is cleared; it must not escape into libuv. The engine's wrapper catches its own.
+        }
+    }
+
+    size_t samples() {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_samples.size();
+    }
+
+    Napi::Value result_to_js(Napi::Env env) {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        Napi::Float32Array out = Napi::Float32Array::New(env, m_samples.size());
+        std::copy(m_samples.begin(), m_samples.end(), out.Data());
+        return out;
+    }
+
+private:
+    void run() {
+        voxd_check_abort(m_abort);
+        const voxd_flite_library_state & lib = *m_voices->library;
+        cst_voice * voice = lib.voices[m_voice];
+        t_noise_state      = k_noise_seed; // the same noise for the same request, whatever ran before on this thread
+        t_first_message[0] = '\0';
+        m_status           = status::ok;
+        const bool survived = voxd_flite_guarded([&] { speak(lib.api, voice); });
+        if (!survived) {
+            throw voxd_error("synthesis_failed", std::string("flite failed: ") + (t_first_message[0] ? t_first_message : "internal error"));
+        }
+        switch (m_status) {
+            case status::ok:           break;
+            case status::aborted:      throw voxd_error("aborted", "the operation was aborted");
+            case status::out_of_memory: throw voxd_error("out_of_memory", "out of memory");
+            case status::failed:
+                throw voxd_error("synthesis_failed", std::string("flite failed to synthesise an utterance") +
+                                                         (t_first_message[0] ? std::string(": ") + t_first_message : std::string()));
+            case status::bad_rate:
+                throw voxd_error("synthesis_failed", "flite produced audio at " + std::to_string(m_bad_rate) + " Hz, not " + std::to_string(k_sample_rate));
+        }
+    }
+
+    enum class status { ok, aborted, failed, out_of_memory, bad_rate };
+
+    // Inside voxd_flite_guarded: plain pointers only, no exceptions (see there).
+    void speak(const voxd_flite_api & api, cst_voice * voice) {
+        const cst_features * vf = voice->features;
+        cst_tokenstream * ts = api.ts_open_string(m_text.c_str(), api.get_param_string(vf, "text_whitespace", nullptr),
+                                                  api.get_param_string(vf, "text_singlecharsymbols", nullptr),
+                                                  api.get_param_string(vf, "text_prepunctuation", nullptr),
+                                                  api.get_param_string(vf, "text_postpunctuation", nullptr));
+        if (!ts) {
+            m_status = status::failed;
+            return;
+        }
+        cst_breakfunc breakfunc = api.default_utt_break;
+        if (api.feat_present(vf, "utt_break")) {
+            breakfunc = api.val_breakfunc(api.feat_val(vf, "utt_break"));
+        }
+        cst_utterance * utt    = api.new_utterance();
+        cst_relation *  tokrel = api.utt_relation_create(utt, "Token");
+        int             num_tokens = 0;
+        while (!api.ts_eof(ts) || num_tokens > 0) {
+            const char * token = api.ts_get(ts);
+            if (token[0] == '\0' || num_tokens > k_max_utterance_tokens || (api.relation_head(tokrel) && breakfunc(ts, token, tokrel))) {
+                // the end of an utterance: speak it (one without tokens has nothing to say)
+                if (api.relation_head(tokrel)) {
+                    utt = synthesize_utterance(api, voice, utt);
+                }
+                if (utt) {
+                    api.delete_utterance(utt);
+                    utt = nullptr;
+                }
+                if (m_status == status::ok && m_abort->load()) {
+                    m_status = status::aborted;
+                }
+                if (m_status != status::ok || api.ts_eof(ts)) {
+                    break;
+                }
+                utt        = api.new_utterance();
+                tokrel     = api.utt_relation_create(utt, "Token");
+                num_tokens = 0;
+            }
+            num_tokens++;
+            cst_item * t = api.relation_append(tokrel, nullptr);
+            api.item_set_string(t, "name", token);
+            api.item_set_string(t, "whitespace", ts->whitespace);
+            api.item_set_string(t, "prepunctuation", ts->prepunctuation);
+            api.item_set_string(t, "punc", ts->postpunctuation);
+        }
+        if (utt) {
+            api.delete_utterance(utt);
+        }
+        api.ts_close(ts);
+    }
+
+    // Synthesises one utterance of tokens, streaming its audio into m_samples. Returns the utterance to delete
+    // (null when flite already deleted it).
+    cst_utterance * synthesize_utterance(const voxd_flite_api & api, cst_voice * voice, cst_utterance * utt) {
+        // per-utterance features are looked up before the voice's: the shared voice is never written
+        api.feat_set_float(utt->features, "duration_stretch", 1.0f / m_speed); // > 1 is slower: flite's rate control
+        cst_audio_streaming_info * asi = api.new_audio_streaming_info();       // owned by the utterance from here
+        asi->min_buffsize = k_stream_min_samples;
+        asi->asc          = &voxd_flite_job::on_stream;
+        asi->userdata     = this;
+        api.feat_set(utt->features, "streaming_info", api.audio_streaming_info_val(asi));
+        m_streamed = 0;
+
+        utt = api.flite_do_synth(utt, voice, api.utt_synth_tokens);
+        if (!utt) {
+            if (m_status == status::ok) {
+                m_status = status::failed;
+            }
+            return nullptr;
+        }
+        if (m_status == status::ok) {
+            // whatever the voice did not stream (nothing, for these voices)
+            const cst_wave * w = api.utt_wave(utt);
+            if (w && w->num_samples > m_streamed) {
+                append(w, m_streamed, w->num_samples - m_streamed);
+            }
+            flush(true);
+        }
+        return utt;
+    }
+
+    // flite's streaming callback, inside the synthesis: appends the new samples; stops flite on an abort.
+    static int on_stream(const cst_wave * w, int start, int size, int /*last*/, cst_audio_streaming_info * asi) {
+        auto * job = static_cast<voxd_flite_job *>(asi->userdata);
+        if (job->m_status == status::ok && job->m_abort->load()) {
+            job->m_status = status::aborted;
+        }
+        if (job->m_status != status::ok) {
+            return CST_AUDIO_STREAM_STOP;
+        }
+        job->append(w, start, size);
+        job->m_streamed = std::max(job->m_streamed, start + size);
+        job->flush(false);
+        return job->m_status == status::ok ? CST_AUDIO_STREAM_CONT : CST_AUDIO_STREAM_STOP;
+    }
+
+    void append(const cst_wave * w, int start, int size) noexcept {
+        if (w->sample_rate != k_sample_rate) {
+            m_status   = status::bad_rate;
+            m_bad_rate = w->sample_rate;
+            return;
+        }
+        if (size <= 0 || start < 0 || start + size > w->num_samples) {
+            return;
+        }
+        const short * from = w->samples + start;
+        try {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            const size_t at = m_samples.size();
+            m_samples.resize(at + (size_t) size);
+            for (int i = 0; i < size; i++) {
+                m_samples[at + (size_t) i] = (float) from[i] / 32768.0f;
+            }
+        } catch (...) {
+            m_status = status::out_of_memory; // nothing may be thrown through flite's C frames
+        }
+    }
+
+    // Makes the samples so far deliverable, and wakes JS when a chunk's worth (or, with `force`, any) is pending.
+    // Called inside flite's frames: throws nothing.
+    void flush(bool force) noexcept {
+        if (!streaming) {
+            return;
+        }
+        try {
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                if (m_samples.size() == m_ready || (!force && m_samples.size() - m_ready < k_chunk_samples)) {
+                    return;
+                }
+                m_ready = m_samples.size();
+            }
+            tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn, false); });
+        } catch (...) {
+            m_status = status::out_of_memory; // the result still carries every sample; this stops the synthesis
+        }
+    }
+
+    std::shared_ptr<const voxd_flite_voices> m_voices; // keeps the model's hold on the library while this runs
+    std::string                              m_text;
+    size_t                                   m_voice;
+    float                                    m_speed;
+    voxd_abort_ptr                           m_abort;
+
+    // worker thread only
+    status m_status   = status::ok;
+    int    m_streamed = 0; // samples of the current utterance's wave streamed so far
+    int    m_bad_rate = 0;
+
+    std::mutex         m_mutex; // guards the three below
+    std::vector<float> m_samples;
+    size_t             m_ready     = 0; // samples JS may receive now
+    size_t             m_delivered = 0; // samples JS has received
+    std::atomic<bool>  m_failed{ false };
+};
+
+} // namespace
+
+// ---- model ----
+
+Napi::Function voxd_flite_model::define(Napi::Env env) {
+    Napi::Array ids = Napi::Array::New(env, k_n_voices);
+    for (size_t i = 0; i < k_n_voices; i++) {
+        ids.Set((uint32_t) i, k_voice_defs[i].id);
+    }
+    return DefineClass(env, "FliteModel", {
+        StaticMethod<&voxd_flite_model::load>("load"),
+        InstanceMethod<&voxd_flite_model::synthesize>("synthesize"),
+        InstanceMethod<&voxd_flite_model::release>("release"),
+        InstanceAccessor<&voxd_flite_model::voices>("voices"),
+        InstanceAccessor<&voxd_flite_model::deterministic>("deterministic"),
+        StaticValue("sampleRate", Napi::Number::New(env, k_sample_rate)),
+        StaticValue("voiceIds", ids),
+    });
+}
+
+voxd_flite_model::voxd_flite_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_flite_model>(info) {}
+
+Napi::Value voxd_flite_model::load(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    using loaded = std::shared_ptr<const voxd_flite_voices>;
+    return voxd_async_worker<loaded>::run(env, "voxd.flite.load",
+        []() {
+            auto voices = std::make_shared<voxd_flite_voices>();
+            voices->library = &voxd_flite_library();
+            // every voice speaks once, so a broken installation fails here rather than in a request
+            for (size_t i = 0; i < k_n_voices; i++) {
+                auto probe = std::make_shared<voxd_flite_job>(voices, "Hello.", i, 1.0f, std::make_shared<std::atomic<bool>>(false));
+                try {
+                    probe->execute();
+                } catch (const voxd_error & e) {
+                    throw voxd_error("model_load_failed", std::string("flite voice ") + k_voice_defs[i].id + " does not work: " + e.what());
+                }
+                if (probe->samples() == 0) {
+                    throw voxd_error("model_load_failed", std::string("flite voice ") + k_voice_defs[i].id + " produced no audio");
+                }
+            }
+            return loaded(voices);
+        },
+        [](Napi::Env env, loaded & voices) -> Napi::Value {
+            Napi::Object obj = voxd_class(env, "FliteModel").New({});
+            Unwrap(obj)->m_voices = voices;
+            return obj;
+        });
+}
+
+Napi::Value voxd_flite_model::voices(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Array out = Napi::Array::New(env, k_n_voices);
+    for (size_t i = 0; i < k_n_voices; i++) {
+        Napi::Object v = Napi::Object::New(env);
+        v.Set("id", k_voice_defs[i].id);
+        v.Set("name", m_voices && m_voices->library->voices[i] ? m_voices->library->voices[i]->name : k_voice_defs[i].id);
+        v.Set("description", k_voice_defs[i].description);
+        out.Set((uint32_t) i, v);
+    }
+    return out;
+}
+
+Napi::Value voxd_flite_model::deterministic(const Napi::CallbackInfo & info) {
+    return Napi::Boolean::New(info.Env(), m_voices && m_voices->library->deterministic);
+}
+
+Napi::Value voxd_flite_model::synthesize(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!m_voices) {
+        throw voxd_make_js_error(env, "closed", "the flite model was released");
+    }
+    if (!info[0].IsString()) {
+        throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): text must be a string");
+    }
+    std::string text = info[0].As<Napi::String>().Utf8Value();
+    std::replace(text.begin(), text.end(), '\0', ' '); // flite reads a C string
+    if (!info[1].IsObject()) {
+        throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): options must be an object");
+    }
+    Napi::Object options = info[1].As<Napi::Object>();
+    Napi::Value voice_value = options.Get("voice");
+    const std::string voice_id = voice_value.IsString() ? voice_value.As<Napi::String>().Utf8Value() : std::string();
+    size_t voice = k_n_voices;
+    for (size_t i = 0; i < k_n_voices; i++) {
+        if (voice_id == k_voice_defs[i].id) {
+            voice = i;
+        }
+    }
+    if (voice == k_n_voices) {
+        throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): unknown voice '" + voice_id + "' (slt, kal, awb, rms)");
+    }
+    double speed = 1.0;
+    Napi::Value speed_value = options.Get("speed");
+    if (!speed_value.IsUndefined() && !speed_value.IsNull()) {
+        speed = speed_value.IsNumber() ? speed_value.As<Napi::Number>().DoubleValue() : NAN;
+        if (!std::isfinite(speed) || speed < 0.25 || speed > 4.0) {
+            throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): speed must be a number from 0.25 to 4");
+        }
+    }
+    if (!info[2].IsUndefined() && !info[2].IsNull() && !info[2].IsFunction()) {
+        throw voxd_make_js_error(env, "invalid_argument", "onAudio must be a function");
+    }
+    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[3]);
+
+    auto job = std::make_shared<voxd_flite_job>(m_voices, std::move(text), voice, (float) speed, abort);
+    // the final flush calls the callback directly; the reference lives in the settle lambda, on the main thread
+    std::shared_ptr<Napi::FunctionReference> callback;
+    if (info[2].IsFunction()) {
+        Napi::Function fn = info[2].As<Napi::Function>();
+        callback = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
+        job->tsfn = Napi::ThreadSafeFunction::New(env, fn, "voxd.flite.audio", 0 /* unbounded queue */, 1 /* the worker */);
+        job->streaming = true;
+    }
+    return voxd_async_worker<bool>::run(env, "voxd.flite.synthesize",
+        [job]() {
+            job->execute();
+            return true;
+        },
+        [job, callback](Napi::Env env, bool &) -> Napi::Value {
+            if (callback) {
+                job->deliver(env, callback->Value(), true); // audio still queued in the TSFN arrives before the result
+            }
+            return job->result_to_js(env);
+        });
+}
+
+Napi::Value voxd_flite_model::release(const Napi::CallbackInfo & info) {
+    m_voices.reset(); // syntheses in flight keep their own reference; flite's voices stay registered
+    return info.Env().Undefined();
+}
+
+void voxd_flite_init(Napi::Env env, Napi::Object exports) {
+    voxd_export_class(env, exports, "FliteModel", voxd_flite_model::define(env));
+}

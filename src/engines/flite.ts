@@ -1,0 +1,157 @@
+/**
+ * The built-in text-to-speech model `flite`: CMU flite 2.2 with four English voices (slt, kal, awb, rms) at
+ * 16 kHz, offline and with nothing to download. The addon opens Debian's libflite1 at run time, so without it only
+ * this model fails to load, with a message naming the package.
+ *
+ * `speed` is flite's own rate control (its duration stretch, so the pitch is kept). flite has no sampling, style
+ * instructions or voice cloning: `temperature` and `max_tokens` are ignored, `instructions` and `ref_audio` are
+ * refused (the route does it from `capabilities`; this module does it too for direct callers). Every English
+ * `lang_code` is spoken with flite's US English lexicon and letter-to-sound rules.
+ */
+import { availableParallelism } from 'node:os';
+import { ApiError } from '../http/errors.js';
+import { isNativeError, loadNative, type NativeFliteModel } from '../native/addon.js';
+import { abortFlagFor } from './native-abort.js';
+import type { SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
+
+/** The reserved model ID of the built-in voices. */
+export const FLITE_MODEL_ID = 'flite';
+export const FLITE_ENGINE = 'flite';
+const SAMPLE_RATE = 16000;
+const DEFAULT_VOICE = 'slt';
+
+/** The voices, in the order `GET /v1/audio/voices` lists them. */
+export const FLITE_VOICES: readonly Voice[] = [
+  { id: 'slt', name: 'slt (US English, female)' },
+  { id: 'kal', name: 'kal (US English, male, diphone)' },
+  { id: 'awb', name: 'awb (Scottish English, male)' },
+  { id: 'rms', name: 'rms (US English, male)' },
+];
+
+/**
+ * The vendor's voice names and the flite voice each one speaks with: the female-sounding ones with slt (flite's
+ * only female voice), the male-sounding ones spread over kal, awb and rms (onyx and cedar, the deepest, with rms;
+ * fable and ballad, the storytellers, with awb).
+ */
+export const VENDOR_VOICES: Readonly<Record<string, string>> = Object.freeze({
+  alloy: 'slt',
+  ash: 'kal',
+  ballad: 'awb',
+  cedar: 'rms',
+  coral: 'slt',
+  echo: 'kal',
+  fable: 'awb',
+  marin: 'slt',
+  nova: 'slt',
+  onyx: 'rms',
+  sage: 'slt',
+  shimmer: 'slt',
+  verse: 'kal',
+});
+
+/** `lang_code`s it takes: Kokoro-style `a` (American) and `b` (British English), and the ISO forms. */
+export const FLITE_LANGUAGES: readonly string[] = ['a', 'b', 'en', 'en-us', 'en-gb'];
+
+function codedError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+class FliteTtsModel implements TtsModel {
+  readonly task = 'tts' as const;
+  readonly engine = FLITE_ENGINE;
+  readonly sampleRate = SAMPLE_RATE;
+  readonly voices = FLITE_VOICES;
+  readonly defaultVoice = DEFAULT_VOICE;
+  readonly voiceAliases = VENDOR_VOICES;
+  readonly capabilities = { cloning: false, instructions: false, sampling: false, languages: FLITE_LANGUAGES };
+  /** A synthesis runs on one thread and calls share nothing they write: one per core at once. */
+  readonly concurrency = Math.max(1, availableParallelism());
+
+  constructor(
+    readonly id: string,
+    private native: NativeFliteModel | null,
+  ) {}
+
+  /** Whether the same request always gives the same samples (see NativeFliteModel.deterministic). */
+  get deterministic(): boolean {
+    return this.native?.deterministic ?? false;
+  }
+
+  async synthesize(request: SynthesisRequest, options: SynthesisOptions = {}): Promise<Float32Array> {
+    const native = this.native;
+    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    const voice = this.resolveVoice(request.voice);
+    const language = request.language?.trim().toLowerCase();
+    if (language && !FLITE_LANGUAGES.includes(language)) {
+      throw new ApiError('invalid_request', `model ${this.id} (flite) speaks English only; lang_code '${request.language}' is not supported`, {
+        param: 'lang_code',
+      });
+    }
+    if (request.instructions) throw new ApiError('invalid_request', `model ${this.id} (flite) does not take style instructions`, { param: 'instructions' });
+    if (request.reference) throw new ApiError('invalid_request', `model ${this.id} (flite) cannot clone a voice from ref_audio`, { param: 'ref_audio' });
+    const speed = request.speed ?? 1;
+    if (!Number.isFinite(speed) || speed < 0.25 || speed > 4) {
+      throw new ApiError('invalid_request', `speed must be from 0.25 to 4 (got ${speed})`, { param: 'speed' });
+    }
+    // temperature and maxTokens are ignored: flite does not sample
+
+    // the flag follows the request's signal, and also stops the work when the caller's onAudio throws
+    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
+    let callbackFailed = false;
+    let callbackError: unknown;
+    const userOnAudio = options.onAudio;
+    const onAudio = userOnAudio
+      ? (samples: Float32Array) => {
+          if (callbackFailed) return;
+          try {
+            userOnAudio(samples);
+          } catch (error) {
+            callbackFailed = true;
+            callbackError = error;
+            flag.abort();
+          }
+        }
+      : null;
+    try {
+      const samples = await native.synthesize(request.text, { voice, speed }, onAudio, flag);
+      if (callbackFailed) throw callbackError;
+      return samples;
+    } catch (error) {
+      throw callbackFailed ? callbackError : error;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    // syntheses in flight finish; flite's voices stay registered in the process (they are part of the library)
+    this.native?.release();
+    this.native = null;
+  }
+
+  /** One of the voice IDs, or a vendor name (any case). */
+  private resolveVoice(voice: string | undefined): string {
+    if (!voice) return DEFAULT_VOICE;
+    const wanted = voice.trim().toLowerCase();
+    const own = FLITE_VOICES.find((v) => v.id === wanted);
+    if (own) return own.id;
+    const alias = Object.hasOwn(VENDOR_VOICES, wanted) ? VENDOR_VOICES[wanted] : undefined;
+    if (alias) return alias;
+    throw new ApiError('invalid_request', `unknown voice '${voice}' for model ${this.id}; voices: ${FLITE_VOICES.map((v) => v.id).join(', ')}`, {
+      param: 'voice',
+    });
+  }
+}
+
+/**
+ * Loads the built-in voices (every voice speaks once to prove the installation works). A missing library becomes
+ * a 400 `invalid_model` whose message names the package to install.
+ */
+export async function loadFliteModel(id: string = FLITE_MODEL_ID): Promise<TtsModel> {
+  try {
+    return new FliteTtsModel(id, await loadNative().FliteModel.load());
+  } catch (error) {
+    if (isNativeError(error) && (error.code === 'engine_unavailable' || error.code === 'model_load_failed')) {
+      throw new ApiError('invalid_model', `model ${id} is unavailable: ${error.message}`, { param: 'model', cause: error });
+    }
+    throw error;
+  }
+}
