@@ -4,6 +4,7 @@
  */
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { sileroVadEngine } from './engines/silero-vad.js';
+import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { whisperEngine } from './engines/whisper.js';
 import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
@@ -14,11 +15,13 @@ import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
 import { mountOperationRoutes } from './routes/operations.js';
 import { mountPendingRoutes } from './routes/pending.js';
+import { mountSpeechRoutes } from './routes/speech.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
 import { Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
 import { Scheduler } from './services/scheduler.js';
+import { Synthesizer } from './services/tts/synthesizer.js';
 
 export interface RunningServer {
   port: number;
@@ -50,7 +53,10 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     maxLoaded: config.maxLoadedModels,
     idleTtlMs: config.modelIdleTtl * 1000,
     fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(config.cacheDir) },
-    builtins: { [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) } },
+    builtins: {
+      [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) },
+      [FLITE_MODEL_ID]: { task: 'tts', engine: FLITE_ENGINE, load: (id) => loadFliteModel(id) },
+    },
   });
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
   const context: RouteContext = { config, logger, metrics, registry, scheduler, readiness: { ready: false, error: null } };
@@ -67,6 +73,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountOperationRoutes(http, context);
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
+  mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize, maxQueue: config.maxQueue }));
   mountPendingRoutes(http);
 
   const port = await http.listen(config.host, config.port);

@@ -2,11 +2,7 @@
 import { ApiError } from '../http/errors.js';
 import type { HttpServer } from '../http/server.js';
 
-const PENDING: [method: 'GET' | 'POST', path: string, what: string][] = [
-  ['POST', '/v1/audio/speech', 'text-to-speech'],
-  ['GET', '/v1/audio/voices', 'voice listing'],
-  ['POST', '/v1/audio/separations', 'audio source separation'],
-];
+const PENDING: [method: 'GET' | 'POST', path: string, what: string][] = [['POST', '/v1/audio/separations', 'audio source separation']];
 
 export function mountPendingRoutes(http: HttpServer): void {
   for (const [method, path, what] of PENDING) {
