@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import type { AudioFormat } from '../src/services/audio/encode.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { SHARED } from './helpers/paths.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, startTestServer, type TestServer } from './helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer, words } from './helpers/transcripts.js';
 
 const FIVE_SENTENCES =
@@ -56,11 +56,6 @@ async function readStream(response: Response, started: number): Promise<{ chunks
     chunks.push(Buffer.from(value));
   }
   return { chunks, firstByteMs, endMs: performance.now() - started };
-}
-
-async function cancelledJobs(base: string): Promise<number> {
-  const metrics = await (await fetch(`${base}/metrics`)).text();
-  return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 describe('speech over HTTP with the built-in voices', { skip: FLITE_INSTALLED ? false : 'Debian libflite1 is not installed' }, () => {

@@ -7,7 +7,7 @@ import OpenAI, { toFile } from 'openai';
 import { DEFAULT_VAD_MODEL } from '../src/config.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';
 import { readWavMono, wavBytes } from './helpers/wav.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, startTestServer, type TestServer } from './helpers/server.js';
 import { whisperTestModel } from './helpers/whisper-models.js';
 
 const JFK_MP3 = path.join(SHARED, 'audio', 'speech', 'jfk.mp3');
@@ -37,11 +37,6 @@ function longClip(): Buffer {
   const long = new Float32Array((samples.length + pause.length) * 4);
   for (let i = 0; i < 4; i++) long.set(samples, i * (samples.length + pause.length));
   return wavBytes(long, 16000);
-}
-
-async function cancelledJobs(base: string): Promise<number> {
-  const metrics = await (await fetch(`${base}/metrics`)).text();
-  return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 describe('transcriptions and translations over HTTP', () => {

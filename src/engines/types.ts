@@ -109,6 +109,30 @@ export interface TranscriptionResult {
   segments: TranscriptionSegment[];
 }
 
+/** Settings of a live transcription. */
+export interface StreamingOptions {
+  /** ISO 639-1 code; null or absent = the model's default (or detection where the engine can). */
+  language?: string | null;
+  prompt?: string | null;
+  /** --realtime-transcription-delay-ms, for engines that declare it (`declaresDelay`): more delay, steadier text. */
+  delayMs?: number;
+}
+
+/**
+ * A live transcription (the seed's `create_streaming_session` hook): audio goes in as it arrives, text comes out
+ * as it stabilises. Deltas are never retracted: the turn's transcript is the concatenation of every delta that
+ * `feed` and `finish` returned. Calls are made one at a time (the caller awaits each).
+ */
+export interface SttStreamingSession {
+  /** Feeds mono float32 at the model's rate; resolves with the text that became stable since the last call ('' when none). */
+  feed(samples: Float32Array, signal?: AbortSignal): Promise<string>;
+  /** Ends the turn: the rest of its text, and the whole transcript. The session is then ready for a new turn. */
+  finish(signal?: AbortSignal): Promise<{ delta: string; transcript: string }>;
+  /** Drops the open turn's audio and text (input_audio_buffer.clear). */
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface SttModel extends LoadedModel {
   readonly task: 'stt';
   /** Rate the engine wants its mono float32 input at. */
@@ -121,6 +145,10 @@ export interface SttModel extends LoadedModel {
     vadChunking: boolean;
   };
   transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
+  /** Live transcription (WS /v1/realtime, /v1/audio/transcriptions/realtime), for engines that stream. */
+  createStreamingSession?(options?: StreamingOptions): Promise<SttStreamingSession>;
+  /** True when the engine honours `StreamingOptions.delayMs`; the others ignore it. */
+  readonly declaresDelay?: boolean;
 }
 
 /** A voice a TTS model offers (`GET /v1/audio/voices`). */

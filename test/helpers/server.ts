@@ -32,3 +32,9 @@ export async function startTestServer(
   });
   return { base: `http://127.0.0.1:${server.port}`, server, logDir, hubCache };
 }
+
+/** Jobs the server counted as cancelled (voxd_jobs_total{outcome="cancelled"}), across models. */
+export async function cancelledJobs(base: string): Promise<number> {
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
