@@ -10,7 +10,8 @@ import { HttpReply } from './reply.js';
 import { RequestBody } from './request-body.js';
 import { HttpRequest, readRequestHead } from './request.js';
 import { Router, type RouteMatch } from './router.js';
-import { uws, type UwsApp, type UwsListenSocket, type WebSocketBehavior } from './uws.js';
+import { uws, type UwsApp, type UwsListenSocket } from './uws.js';
+import { mountWebSocket, type WsLimits, type WsRoute } from './websocket.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -47,8 +48,8 @@ export interface HttpServerOptions {
 
 export interface HttpServer {
   route(method: HttpMethod, pattern: string, handler: RouteHandler): void;
-  /** uWS WebSocket routes, passed through as they are. */
-  ws<UserData>(pattern: string, behavior: WebSocketBehavior<UserData>): void;
+  /** A WebSocket route; its sockets are closed with 1001 when the server closes. */
+  websocket<Session>(pattern: string, route: WsRoute<Session>, limits: WsLimits): void;
   /** Resolves with the bound port (port 0 picks a free one). */
   listen(host: string, port: number): Promise<number>;
   /**
@@ -70,6 +71,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   let idleWaiters: (() => void)[] = [];
   let listenSocket: UwsListenSocket | null = null;
   let closing: Promise<void> | null = null;
+  const closeSockets: (() => void)[] = [];
 
   app.any('/*', (res, req) => {
     // uWS invalidates `req` when this function returns and delivers the body only to a data handler set now
@@ -142,8 +144,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       router.add(method, pattern, handler);
     },
 
-    ws(pattern, behavior) {
-      app.ws(pattern, behavior);
+    websocket(pattern, route, limits) {
+      closeSockets.push(
+        mountWebSocket(app, pattern, route, limits, (request) => ({ 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.headers.origin) })),
+      );
     },
 
     listen(host, port) {
@@ -170,6 +174,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           for (const reply of inFlight) reply.abort();
         }
         idleWaiters = [];
+        for (const close of closeSockets) close();
         app.close();
       })();
       return closing;
