@@ -4,6 +4,7 @@
 #include "voxd-audio.h"
 #include "voxd-encode.h"
 #include "voxd-flite.h"
+#include "voxd-resample.h"
 #include "voxd-sphinx.h"
 #include "voxd-vad.h"
 #include "voxd-whisper.h"
@@ -74,6 +75,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_encode_init(env, exports); // after voxd_audio_init: it installs FFmpeg's log callback
     voxd_sphinx_init(env, exports);
     voxd_flite_init(env, exports);
+    voxd_resample_init(env, exports);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

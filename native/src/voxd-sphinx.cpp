@@ -15,6 +15,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <sstream>
 
 namespace {
 
@@ -247,6 +249,14 @@ struct voxd_sphinx_decoder {
     std::vector<voxd_sphinx_segment> decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort);
     void finish(); // ends an utterance left open by an abort or an error, so the decoder can be reused
 
+    // the steps of decode(), also taken one block at a time by a live transcription
+    void begin_clip();                              // restores the cepstral mean, new stream, first utterance
+    bool process_block(const int16 * pcm, size_t n); // true while the decoder's VAD hears speech
+    void end_utterance();
+    void start_utterance();
+    std::string partial_hyp();                      // the open utterance's best hypothesis so far
+    void collect(std::vector<voxd_sphinx_segment> & out, double duration); // the ended utterance, if any words
+
 private:
     template <typename F>
     void call(const char * what, F fn) {
@@ -257,7 +267,6 @@ private:
                                                          (t_first_error.empty() ? "fatal error" : t_first_error));
         }
     }
-    void collect(std::vector<voxd_sphinx_segment> & out, double duration);
 };
 
 void voxd_sphinx_decoder_deleter::operator()(voxd_sphinx_decoder * dec) const {
@@ -317,10 +326,7 @@ void voxd_sphinx_decoder::finish() {
     }
 }
 
-std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort) {
-    std::vector<voxd_sphinx_segment> out;
-    const double duration = (double) pcm.size() / sample_rate;
-
+void voxd_sphinx_decoder::begin_clip() {
     feat_t * feat = api.ps_get_feat(ps); // borrowed from the decoder
     if (feat && feat->cmn_struct && (size_t) feat->cmn_struct->veclen == cmn_mean.size()) {
         std::copy(cmn_mean.begin(), cmn_mean.end(), feat->cmn_struct->cmn_mean);
@@ -337,6 +343,45 @@ std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<i
         throw voxd_error("transcription_failed", "pocketsphinx cannot start an utterance: " + t_first_error);
     }
     in_utt = true;
+}
+
+bool voxd_sphinx_decoder::process_block(const int16 * pcm, size_t n) {
+    int rc = 0;
+    uint8 in_speech = 0;
+    call("ps_process_raw", [&] {
+        rc        = api.ps_process_raw(ps, pcm, n, FALSE, FALSE);
+        in_speech = api.ps_get_in_speech(ps);
+    });
+    if (rc < 0) {
+        throw voxd_error("transcription_failed", "pocketsphinx cannot process the audio: " + t_first_error);
+    }
+    return in_speech != 0;
+}
+
+void voxd_sphinx_decoder::end_utterance() {
+    call("ps_end_utt", [&] { api.ps_end_utt(ps); });
+    in_utt = false;
+}
+
+void voxd_sphinx_decoder::start_utterance() {
+    int rc = 0;
+    call("ps_start_utt", [&] { rc = api.ps_start_utt(ps); });
+    if (rc < 0) {
+        throw voxd_error("transcription_failed", "pocketsphinx cannot start an utterance: " + t_first_error);
+    }
+    in_utt = true;
+}
+
+std::string voxd_sphinx_decoder::partial_hyp() {
+    const char * hyp = nullptr; // owned by the decoder, valid until the next call
+    call("ps_get_hyp", [&] { hyp = api.ps_get_hyp(ps, nullptr); });
+    return hyp ? hyp : "";
+}
+
+std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort) {
+    std::vector<voxd_sphinx_segment> out;
+    const double duration = (double) pcm.size() / sample_rate;
+    begin_clip();
 
     // pocketsphinx_continuous's loop: one utterance from the first block in speech to the first block after it
     // that the decoder's voice activity detector calls silence
@@ -344,31 +389,18 @@ std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<i
     for (size_t at = 0; at < pcm.size(); at += k_block_samples) {
         voxd_check_abort(abort);
         const size_t n = std::min(k_block_samples, pcm.size() - at);
-        uint8 in_speech = 0;
-        call("ps_process_raw", [&] {
-            rc        = api.ps_process_raw(ps, pcm.data() + at, n, FALSE, FALSE);
-            in_speech = api.ps_get_in_speech(ps);
-        });
-        if (rc < 0) {
-            throw voxd_error("transcription_failed", "pocketsphinx cannot process the audio: " + t_first_error);
-        }
+        const bool in_speech = process_block(pcm.data() + at, n);
         if (in_speech && !utt_started) {
             utt_started = true;
         }
         if (!in_speech && utt_started) {
-            call("ps_end_utt", [&] { api.ps_end_utt(ps); });
-            in_utt = false;
+            end_utterance();
             collect(out, duration);
-            call("ps_start_utt", [&] { rc = api.ps_start_utt(ps); });
-            if (rc < 0) {
-                throw voxd_error("transcription_failed", "pocketsphinx cannot start an utterance: " + t_first_error);
-            }
-            in_utt      = true;
+            start_utterance();
             utt_started = false;
         }
     }
-    call("ps_end_utt", [&] { api.ps_end_utt(ps); });
-    in_utt = false;
+    end_utterance();
     if (utt_started) {
         collect(out, duration);
     }
@@ -490,6 +522,7 @@ Napi::Function voxd_sphinx_model::define(Napi::Env env) {
     return DefineClass(env, "SphinxModel", {
         StaticMethod<&voxd_sphinx_model::load>("load"),
         InstanceMethod<&voxd_sphinx_model::transcribe>("transcribe"),
+        InstanceMethod<&voxd_sphinx_model::open_stream>("openStream"),
         InstanceMethod<&voxd_sphinx_model::release>("release"),
         StaticValue("sampleRate", Napi::Number::New(env, 16000)),
         StaticValue("defaultPaths", defaults),
@@ -603,6 +636,339 @@ Napi::Value voxd_sphinx_model::release(const Napi::CallbackInfo & info) {
     return info.Env().Undefined();
 }
 
+// ---- live transcription ----
+
+namespace {
+
+std::vector<std::string> voxd_sphinx_split(const std::string & text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string w; in >> w;) {
+        out.push_back(w);
+    }
+    return out;
+}
+
+// Where `said` (words already sent) ends in `words`: the prefix length j of `words` with the fewest word edits
+// from `said`, the longest on a tie, so a revised word counts as a substitution rather than a new word.
+size_t voxd_sphinx_align(const std::vector<std::string> & said, const std::vector<std::string> & words) {
+    std::vector<size_t> row(words.size() + 1);
+    for (size_t j = 0; j <= words.size(); j++) {
+        row[j] = j;
+    }
+    for (size_t i = 1; i <= said.size(); i++) {
+        std::vector<size_t> next(words.size() + 1);
+        next[0] = i;
+        for (size_t j = 1; j <= words.size(); j++) {
+            next[j] = std::min({ row[j] + 1, next[j - 1] + 1, row[j - 1] + (said[i - 1] == words[j - 1] ? 0 : 1) });
+        }
+        row = std::move(next);
+    }
+    size_t best = 0;
+    for (size_t j = 1; j <= words.size(); j++) {
+        if (row[j] <= row[best]) {
+            best = j;
+        }
+    }
+    return best;
+}
+
+} // namespace
+
+struct voxd_sphinx_stream_result {
+    std::string delta;
+    std::string transcript;
+};
+
+// One decoder for the stream's lifetime and the open turn, which replays decode() incrementally: the same
+// 2048-sample blocks from the start of the turn, the same utterance cuts, the same final hypotheses. Text is sent
+// once stable and never taken back: every word of an ended utterance, and, when `stable_blocks` > 0, of the open
+// one the leading words on which the last `stable_blocks` partial hypotheses agree, less the newest hypothesis's
+// last word (still being spoken). Partial hypotheses come from the first (forward tree) pass only, and the
+// fwdflat and bestpath passes at the utterance's end often revise them: a final hypothesis that differs from the
+// sent words is aligned to them and only its rest is sent, so early words cost accuracy (opt-in, not the default).
+struct voxd_sphinx_stream_state {
+    voxd_sphinx_stream_state(std::shared_ptr<voxd_sphinx_pool> pool, size_t stable_blocks) : pool(std::move(pool)), stable_blocks(stable_blocks) {}
+    ~voxd_sphinx_stream_state() {
+        if (dec) {
+            pool->release(std::move(dec)); // ends an open utterance; a broken decoder is dropped
+        }
+    }
+
+    std::shared_ptr<voxd_sphinx_pool> pool;
+    voxd_sphinx_decoder_ptr           dec; // held from openStream until close
+    const size_t                      stable_blocks;
+    std::mutex                        mutex; // one call at a time on the decoder
+    bool                              closed = false;
+
+    // the open turn
+    bool                                  active = false; // begin_clip() done
+    std::vector<int16>                    pending;        // less than a block, waiting for more audio
+    bool                                  utt_started = false;
+    std::string                           text;           // everything sent in this turn
+    std::vector<std::string>              said;           // the words sent of the open utterance
+    std::deque<std::vector<std::string>>  history;        // the open utterance's latest partial hypotheses
+
+    void check_open() const {
+        if (closed) {
+            throw voxd_error("closed", "the pocketsphinx stream was closed");
+        }
+    }
+
+    void send(const std::vector<std::string> & words, std::string & delta) {
+        for (size_t j = voxd_sphinx_align(said, words); j < words.size(); j++) {
+            const std::string piece = (text.empty() ? "" : " ") + words[j];
+            text += piece;
+            delta += piece;
+            said.push_back(words[j]);
+        }
+    }
+
+    void block(const int16 * pcm, size_t n, std::string & delta) {
+        const bool in_speech = dec->process_block(pcm, n);
+        if (in_speech && !utt_started) {
+            utt_started = true;
+        }
+        if (!in_speech && utt_started) {
+            end_utterance(delta);
+            dec->start_utterance();
+            return;
+        }
+        if (!utt_started || stable_blocks == 0) {
+            return;
+        }
+        history.push_back(voxd_sphinx_split(dec->partial_hyp()));
+        while (history.size() > stable_blocks) {
+            history.pop_front();
+        }
+        if (history.size() < stable_blocks) {
+            return;
+        }
+        const std::vector<std::string> & newest = history.back();
+        size_t agreed = newest.size();
+        for (const std::vector<std::string> & h : history) {
+            size_t k = 0;
+            while (k < agreed && k < h.size() && h[k] == newest[k]) {
+                k++;
+            }
+            agreed = k;
+        }
+        if (agreed == newest.size() && agreed > 0) {
+            agreed--;
+        }
+        send(std::vector<std::string>(newest.begin(), newest.begin() + (std::ptrdiff_t) agreed), delta);
+    }
+
+    void end_utterance(std::string & delta) {
+        dec->end_utterance();
+        std::vector<voxd_sphinx_segment> segs;
+        dec->collect(segs, 1e9); // text only: the times are not reported
+        if (!segs.empty()) {
+            send(voxd_sphinx_split(segs.front().text), delta);
+        }
+        utt_started = false;
+        said.clear();
+        history.clear();
+    }
+
+    void begin_turn() {
+        if (!dec) {
+            dec = pool->acquire(); // the last one broke
+        }
+        dec->begin_clip();
+        active = true;
+    }
+
+    void drop_turn() {
+        if (dec) {
+            dec->finish();
+            if (dec->broken) {
+                pool->release(std::move(dec)); // drops it; the next turn takes another
+            }
+        }
+        active      = false;
+        utt_started = false;
+        pending.clear();
+        text.clear();
+        said.clear();
+        history.clear();
+    }
+
+    // runs `fn` on the open turn; an abort or error drops the turn, so what was sent stays all that was said
+    template <typename F>
+    auto guarded(F fn) -> decltype(fn()) {
+        try {
+            return fn();
+        } catch (...) {
+            drop_turn();
+            throw;
+        }
+    }
+
+    std::string feed(const std::vector<int16> & pcm, const voxd_abort_ptr & abort) {
+        std::lock_guard<std::mutex> lock(mutex);
+        check_open();
+        return guarded([&] {
+            voxd_check_abort(abort);
+            if (!active) {
+                begin_turn();
+            }
+            std::string delta;
+            pending.insert(pending.end(), pcm.begin(), pcm.end());
+            size_t at = 0;
+            for (; pending.size() - at >= k_block_samples; at += k_block_samples) {
+                voxd_check_abort(abort);
+                block(pending.data() + at, k_block_samples, delta);
+            }
+            pending.erase(pending.begin(), pending.begin() + (std::ptrdiff_t) at);
+            return delta;
+        });
+    }
+
+    voxd_sphinx_stream_result finish(const voxd_abort_ptr & abort) {
+        std::lock_guard<std::mutex> lock(mutex);
+        check_open();
+        voxd_sphinx_stream_result out = guarded([&] {
+            voxd_check_abort(abort);
+            voxd_sphinx_stream_result r;
+            if (!active) {
+                return r; // no audio in this turn
+            }
+            if (!pending.empty()) {
+                block(pending.data(), pending.size(), r.delta); // the clip's last, short block
+            }
+            if (utt_started) {
+                end_utterance(r.delta);
+            } else {
+                dec->end_utterance();
+            }
+            r.transcript = text;
+            return r;
+        });
+        drop_turn(); // nothing open now: only clears the turn
+        return out;
+    }
+
+    void reset() {
+        std::lock_guard<std::mutex> lock(mutex);
+        check_open();
+        drop_turn();
+    }
+
+    void close() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (closed) {
+            return;
+        }
+        drop_turn();
+        closed = true;
+        if (dec) {
+            pool->release(std::move(dec));
+        }
+    }
+};
+
+Napi::Function voxd_sphinx_stream::define(Napi::Env env) {
+    return DefineClass(env, "SphinxStream", {
+        InstanceMethod<&voxd_sphinx_stream::feed>("feed"),
+        InstanceMethod<&voxd_sphinx_stream::finish>("finish"),
+        InstanceMethod<&voxd_sphinx_stream::reset>("reset"),
+        InstanceMethod<&voxd_sphinx_stream::close>("close"),
+        StaticValue("blockSamples", Napi::Number::New(env, (double) k_block_samples)),
+    });
+}
+
+voxd_sphinx_stream::voxd_sphinx_stream(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_sphinx_stream>(info) {}
+
+std::shared_ptr<voxd_sphinx_stream_state> voxd_sphinx_stream::state(Napi::Env env) const {
+    if (!m_state) {
+        throw voxd_make_js_error(env, "closed", "the pocketsphinx stream was closed");
+    }
+    return m_state;
+}
+
+Napi::Value voxd_sphinx_stream::feed(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
+    std::vector<float> samples = voxd_copy_samples(info[0], "samples");
+    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[1]);
+    return voxd_async_worker<std::string>::run(env, "voxd.sphinx.stream.feed",
+        [st, samples = std::move(samples), abort]() {
+            std::vector<int16> pcm(samples.size());
+            std::transform(samples.begin(), samples.end(), pcm.begin(), [](float x) {
+                const float v = std::nearbyint(x * 32768.0f);
+                return (int16) std::clamp(std::isnan(v) ? 0.0f : v, -32768.0f, 32767.0f);
+            });
+            return st->feed(pcm, abort);
+        },
+        [](Napi::Env env, std::string & delta) -> Napi::Value { return Napi::String::New(env, delta); });
+}
+
+Napi::Value voxd_sphinx_stream::finish(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
+    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[0]);
+    return voxd_async_worker<voxd_sphinx_stream_result>::run(env, "voxd.sphinx.stream.finish",
+        [st, abort]() { return st->finish(abort); },
+        [](Napi::Env env, voxd_sphinx_stream_result & r) -> Napi::Value {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("delta", r.delta);
+            o.Set("transcript", r.transcript);
+            return o;
+        });
+}
+
+Napi::Value voxd_sphinx_stream::reset(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
+    return voxd_async_worker<bool>::run(env, "voxd.sphinx.stream.reset",
+        [st]() { st->reset(); return true; },
+        [](Napi::Env env, bool &) -> Napi::Value { return env.Undefined(); });
+}
+
+Napi::Value voxd_sphinx_stream::close(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::shared_ptr<voxd_sphinx_stream_state> st = std::move(m_state); // later calls reject with `closed`
+    if (!st) {
+        Napi::Promise::Deferred done = Napi::Promise::Deferred::New(env); // closed already
+        done.Resolve(env.Undefined());
+        return done.Promise();
+    }
+    return voxd_async_worker<bool>::run(env, "voxd.sphinx.stream.close",
+        [st]() { st->close(); return true; },
+        [](Napi::Env env, bool &) -> Napi::Value { return env.Undefined(); });
+}
+
+Napi::Value voxd_sphinx_model::open_stream(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!m_pool) {
+        throw voxd_make_js_error(env, "closed", "the pocketsphinx model was released");
+    }
+    size_t stable_blocks = 0;
+    if (info[0].IsObject()) {
+        Napi::Value v = info[0].As<Napi::Object>().Get("stableBlocks");
+        if (!v.IsUndefined()) {
+            if (!v.IsNumber() || v.As<Napi::Number>().DoubleValue() < 0 || v.As<Napi::Number>().DoubleValue() > 1000) {
+                throw voxd_make_js_error(env, "invalid_argument", "SphinxModel.openStream(options): stableBlocks must be a number 0..1000");
+            }
+            stable_blocks = (size_t) v.As<Napi::Number>().Int32Value();
+        }
+    }
+    auto st = std::make_shared<voxd_sphinx_stream_state>(m_pool, stable_blocks);
+    using opened = std::shared_ptr<voxd_sphinx_stream_state>;
+    return voxd_async_worker<opened>::run(env, "voxd.sphinx.openStream",
+        [st]() {
+            st->dec = st->pool->acquire();
+            return st;
+        },
+        [](Napi::Env env, opened & st) -> Napi::Value {
+            Napi::Object obj = voxd_class(env, "SphinxStream").New({});
+            voxd_sphinx_stream::Unwrap(obj)->m_state = st;
+            return obj;
+        });
+}
+
 void voxd_sphinx_init(Napi::Env env, Napi::Object exports) {
     voxd_export_class(env, exports, "SphinxModel", voxd_sphinx_model::define(env));
+    voxd_export_class(env, exports, "SphinxStream", voxd_sphinx_stream::define(env));
 }

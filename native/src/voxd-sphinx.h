@@ -65,7 +65,8 @@ private:
 };
 
 // JS: `SphinxModel.load({ hmm?, lm?, dict?, maxIdleDecoders? }) -> Promise<SphinxModel>`;
-// `model.transcribe(samples16k, abort?) -> Promise<{ text, segments }>`; `model.release()`.
+// `model.transcribe(samples16k, abort?) -> Promise<{ text, segments }>`; `model.openStream({ stableBlocks? }) ->
+// Promise<SphinxStream>`; `model.release()`.
 class voxd_sphinx_model : public Napi::ObjectWrap<voxd_sphinx_model> {
 public:
     static Napi::Function define(Napi::Env env);
@@ -74,9 +75,31 @@ public:
 private:
     static Napi::Value load(const Napi::CallbackInfo & info);
     Napi::Value transcribe(const Napi::CallbackInfo & info);
+    Napi::Value open_stream(const Napi::CallbackInfo & info);
     Napi::Value release(const Napi::CallbackInfo & info);
 
     std::shared_ptr<voxd_sphinx_pool> m_pool;
+};
+
+struct voxd_sphinx_stream_state; // the decoder a live transcription holds and its turn (voxd-sphinx.cpp)
+
+// Live transcription on one pooled decoder, held from openStream to close (or collection). JS:
+// `stream.feed(samples16k, abort?) -> Promise<string>` (the newly stable text), `stream.finish(abort?) ->
+// Promise<{ delta, transcript }>`, `stream.reset() -> Promise<void>`, `stream.close() -> Promise<void>`.
+// Calls queue on the stream's mutex; an aborted or failed feed or finish drops the open turn.
+class voxd_sphinx_stream : public Napi::ObjectWrap<voxd_sphinx_stream> {
+public:
+    static Napi::Function define(Napi::Env env);
+    explicit voxd_sphinx_stream(const Napi::CallbackInfo & info);
+
+    std::shared_ptr<voxd_sphinx_stream_state> m_state;
+
+private:
+    Napi::Value feed(const Napi::CallbackInfo & info);
+    Napi::Value finish(const Napi::CallbackInfo & info);
+    Napi::Value reset(const Napi::CallbackInfo & info);
+    Napi::Value close(const Napi::CallbackInfo & info);
+    std::shared_ptr<voxd_sphinx_stream_state> state(Napi::Env env) const; // throws `closed`
 };
 
 // Exports SphinxModel (loading pocketsphinx itself waits for the first SphinxModel.load).

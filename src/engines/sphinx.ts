@@ -11,7 +11,7 @@
 import { ApiError } from '../http/errors.js';
 import { isNativeError, loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxSegment } from '../native/addon.js';
 import { abortFlagFor } from './native-abort.js';
-import type { SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
+import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';
 
 /** The reserved model ID of the built-in recognizer. */
@@ -20,6 +20,8 @@ export const SPHINX_ENGINE = 'pocketsphinx';
 const SAMPLE_RATE = 16000;
 /** A floor for log posteriors: pocketsphinx reports some word posteriors as exactly 0. */
 const MIN_PROBABILITY = 1e-10;
+/** Samples pocketsphinx reads at a time, and so the step of its partial hypotheses (128 ms). */
+const BLOCK_MS = (2048 / SAMPLE_RATE) * 1000;
 
 function codedError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
@@ -74,15 +76,22 @@ class SphinxSttModel implements SttModel {
     private native: NativeSphinxModel | null,
   ) {}
 
-  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
-    const native = this.native;
-    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
-    const language = options.language?.trim().toLowerCase();
+  /** `delayMs` opts into words of the open utterance: how long one must stay in the partial hypothesis. */
+  readonly declaresDelay = true;
+
+  private checkLanguage(given: string | null | undefined): void {
+    const language = given?.trim().toLowerCase();
     if (language && language !== 'en' && language !== 'english') {
-      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) transcribes US English only; language '${options.language}' is not supported`, {
+      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) transcribes US English only; language '${given}' is not supported`, {
         param: 'language',
       });
     }
+  }
+
+  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
+    const native = this.native;
+    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    this.checkLanguage(options.language);
     if (options.translate) {
       throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) cannot translate; it transcribes US English only`, { param: 'model' });
     }
@@ -96,6 +105,28 @@ class SphinxSttModel implements SttModel {
       language: 'en',
       duration: samples.length / SAMPLE_RATE,
       segments,
+    };
+  }
+
+  /**
+   * Live transcription on a decoder of its own, which replays `transcribe` block by block as the audio arrives. By
+   * default each utterance's words are sent when the decoder's VAD ends it, so a turn's transcript is the file's.
+   * With `delayMs`, words of the open utterance are sent too once the partial hypotheses of the last `delayMs`
+   * (in 128 ms blocks) agree on them and they are not the newest one's last word: sooner, but pocketsphinx's
+   * end-of-utterance passes often revise them and sent words stay. `prompt` is ignored.
+   */
+  async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
+    const native = this.native;
+    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    this.checkLanguage(options.language);
+    const stableBlocks = options.delayMs !== undefined ? Math.min(1000, Math.max(1, Math.round(options.delayMs / BLOCK_MS))) : 0;
+    const stream = await native.openStream({ stableBlocks });
+    // async: the native methods throw `closed` synchronously, callers expect a rejection
+    return {
+      feed: async (samples, signal) => stream.feed(samples, abortFlagFor(signal)),
+      finish: async (signal) => stream.finish(abortFlagFor(signal)),
+      reset: async () => stream.reset(),
+      close: async () => stream.close(),
     };
   }
 

@@ -244,8 +244,36 @@ export interface NativeSphinxModel {
    * Rejects with `invalid_argument`, `closed` (after release), `aborted` or `transcription_failed`.
    */
   transcribe(samples: Float32Array, abort?: NativeAbortFlag): Promise<NativeSphinxResult>;
+  /** Takes a pooled decoder (a new one when none is idle) for a live transcription; it goes back on `close`. */
+  openStream(options?: NativeSphinxStreamOptions): Promise<NativeSphinxStream>;
   /** Drops this object's hold on the decoders; transcriptions in flight finish first. Later calls throw `closed`. */
   release(): void;
+}
+
+export interface NativeSphinxStreamOptions {
+  /**
+   * 0 (default): an utterance's words are sent when it ends, exactly as `transcribe` gives them. N > 0: also the words
+   * of the open utterance on which the last N partial hypotheses (one per 2048-sample block, 128 ms) agree; sooner,
+   * but the end-of-utterance passes often revise partial words, and sent words stay.
+   */
+  stableBlocks?: number;
+}
+
+/**
+ * A live transcription on one decoder. A turn replays `transcribe` block by block, so its transcript is the same as
+ * transcribing its audio as a clip unless a partial hypothesis that was sent is revised later (the sent words stay).
+ * Calls queue one after another; an aborted or failed `feed` or `finish` drops the open turn. After `close` the other
+ * methods reject with `closed`.
+ */
+export interface NativeSphinxStream {
+  /** 16 kHz mono; resolves with the text that became stable (words with their leading spaces), '' when none. */
+  feed(samples: Float32Array, abort?: NativeAbortFlag): Promise<string>;
+  /** Ends the turn: the rest of its text, and the whole transcript (every delta of the turn joined). */
+  finish(abort?: NativeAbortFlag): Promise<{ delta: string; transcript: string }>;
+  /** Drops the open turn. */
+  reset(): Promise<void>;
+  /** Returns the decoder to the model's pool. */
+  close(): Promise<void>;
 }
 
 /** One of the built-in flite voices. */
@@ -288,6 +316,22 @@ export interface NativeFliteModel {
   release(): void;
 }
 
+/**
+ * A streaming sample-rate converter (libswresample, mono float32), called synchronously on the JS thread: a 100 ms
+ * chunk takes microseconds. The filter state carries over between calls, so the concatenated output of process()
+ * calls and flush() does not depend on how the input was chunked.
+ */
+export interface NativeResampler {
+  readonly inputRate: number;
+  readonly outputRate: number;
+  /** Int16Array samples are scaled by 1/32768; NaN and infinities become 0. Throws `invalid_argument` for other types. */
+  process(samples: Float32Array | Int16Array): Float32Array;
+  /** The output still held back by the filter delay (a few ms); then the next process() starts a new stream. */
+  flush(): Float32Array;
+  /** Drops the held input without output. */
+  reset(): void;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -327,6 +371,8 @@ export interface NativeAddon {
   decodeAudio(data: Uint8Array, options: NativeDecodeAudioOptions, abort?: NativeAbortFlag): Promise<NativeDecodedAudio>;
   /** Throws `invalid_argument` for bad options, `encoder_unavailable` when the system's FFmpeg lacks the codec. */
   AudioEncoder: { new (options: NativeAudioEncoderOptions): NativeAudioEncoder; readonly formats: readonly NativeAudioFormat[] };
+  /** Throws `invalid_argument` unless both rates are integers from 1000 to 384000 (Hz). */
+  Resampler: new (options: { inputRate: number; outputRate: number }) => NativeResampler;
   systemInfo(): NativeSystemInfo;
   setLogLevel(level: number): void;
 }
