@@ -15,6 +15,7 @@ import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
 import { mountOperationRoutes } from './routes/operations.js';
 import { mountPendingRoutes } from './routes/pending.js';
+import { mountRealtimeRoutes } from './routes/realtime.js';
 import { mountSpeechRoutes } from './routes/speech.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
@@ -74,6 +75,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
   mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize, maxQueue: config.maxQueue }));
+  mountRealtimeRoutes(http, context);
   mountPendingRoutes(http);
 
   const port = await http.listen(config.host, config.port);

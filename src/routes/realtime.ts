@@ -1,0 +1,31 @@
+/**
+ * WS /v1/realtime: the vendor's realtime protocol for transcription sessions. The route picks the subprotocol
+ * and the model from the query; `sessions/realtime.ts` speaks the protocol.
+ */
+import type { HttpServer } from '../http/server.js';
+import { MAX_APPEND_BYTES, RealtimeSession } from '../sessions/realtime.js';
+import type { RouteContext } from './context.js';
+
+/** Room for a 15 MiB append as base64 inside its JSON event; larger messages drop the connection. */
+const MAX_MESSAGE_BYTES = Math.ceil((MAX_APPEND_BYTES * 4) / 3) + 64 * 1024;
+/** uWS pings idle sockets; a peer that answers nothing for this long is gone. */
+const IDLE_TIMEOUT_SECONDS = 120;
+
+export function mountRealtimeRoutes(http: HttpServer, { config, registry, scheduler, logger }: RouteContext): void {
+  http.websocket<RealtimeSession>(
+    '/v1/realtime',
+    {
+      // clients that offer `realtime` (beside openai-insecure-api-key.*) expect it back
+      accept: (request) => (request.protocols.includes('realtime') ? { protocol: 'realtime' } : {}),
+      open: (connection, request) =>
+        new RealtimeSession(
+          connection,
+          { registry, scheduler, logger, defaultModel: config.realtimeModel, delayMs: config.realtimeTranscriptionDelayMs },
+          request.query.get('model')?.trim() || null,
+        ),
+      message: (session, data, isBinary) => session.receive(data, isBinary),
+      close: (session) => void session.close(),
+    },
+    { maxMessageBytes: MAX_MESSAGE_BYTES, idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS },
+  );
+}

@@ -1,0 +1,226 @@
+/**
+ * WS /v1/realtime (manual commits) with a raw `ws` client and the official SDK's OpenAIRealtimeWS, transcribing
+ * a shared LibriVox clip live with the built-in recognizer.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import OpenAI from 'openai';
+import { OpenAIRealtimeWS } from 'openai/realtime/ws';
+import WebSocket from 'ws';
+import { StreamResampler } from '../src/services/audio/resample.js';
+import { SHARED } from './helpers/paths.js';
+import { startTestServer, type TestServer } from './helpers/server.js';
+import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
+import { readWavMono } from './helpers/wav.js';
+
+const CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0870.wav');
+
+interface ServerEvent {
+  type: string;
+  event_id: string;
+  [key: string]: unknown;
+}
+
+function pcm16(samples: Float32Array): Buffer {
+  const out = Buffer.alloc(samples.length * 2);
+  samples.forEach((v, i) => out.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(v * 32768))), i * 2));
+  return out;
+}
+
+/** 100 ms appends of `samples` at `rate`. */
+function appends(samples: Float32Array, rate: number): object[] {
+  const bytes = pcm16(samples);
+  const step = (rate / 10) * 2;
+  const events: object[] = [];
+  for (let at = 0; at < bytes.length; at += step) events.push({ type: 'input_audio_buffer.append', audio: bytes.subarray(at, at + step).toString('base64') });
+  return events;
+}
+
+/** A raw client that records every event and can wait for one of a type. */
+class RawClient {
+  readonly events: ServerEvent[] = [];
+  private waiters: { type: string; resolve: (e: ServerEvent) => void }[] = [];
+  readonly socket: WebSocket;
+  constructor(url: string, protocols: string[] = []) {
+    this.socket = new WebSocket(url, protocols);
+    this.socket.on('message', (data) => {
+      const event = JSON.parse(String(data)) as ServerEvent;
+      this.events.push(event);
+      this.waiters = this.waiters.filter((w) => (w.type === event.type ? (w.resolve(event), false) : true));
+    });
+  }
+  next(type: string): Promise<ServerEvent> {
+    const seen = this.events.find((e) => e.type === type && !(e as { taken?: boolean }).taken);
+    if (seen) {
+      (seen as { taken?: boolean }).taken = true;
+      return Promise.resolve(seen);
+    }
+    return new Promise((resolve) =>
+      this.waiters.push({
+        type,
+        resolve: (e) => {
+          (e as { taken?: boolean }).taken = true;
+          resolve(e);
+        },
+      }),
+    );
+  }
+  send(event: object): void {
+    this.socket.send(JSON.stringify(event));
+  }
+  async close(): Promise<void> {
+    if (this.socket.readyState === WebSocket.CLOSED) return;
+    this.socket.close();
+    await new Promise((resolve) => this.socket.once('close', resolve));
+  }
+}
+
+describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLED ? false : 'pocketsphinx-en-us is not installed' }, () => {
+  let server: TestServer;
+  let fileTranscript = '';
+  const clip = readWavMono(CLIP).samples;
+  const cleanups: (() => Promise<void>)[] = [];
+  after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+
+  before(async () => {
+    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) });
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(fs.readFileSync(CLIP))]), 'clip.wav');
+    form.append('model', 'whisper-1');
+    fileTranscript = ((await (await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form })).json()) as { text: string }).text;
+  });
+
+  const wsUrl = (query = ''): string => `${server.base.replace('http', 'ws')}/v1/realtime${query}`;
+
+  /** One manual turn; returns the events from committed to completed and the transcript. */
+  async function turn(client: RawClient, samples: Float32Array, rate: number): Promise<{ transcript: string; deltas: string }> {
+    for (const append of appends(samples, rate)) client.send(append);
+    client.send({ type: 'input_audio_buffer.commit', event_id: 'evt_commit' });
+    const completed = await client.next('conversation.item.input_audio_transcription.completed');
+    const itemId = completed.item_id as string;
+    const deltas = client.events
+      .filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === itemId)
+      .map((e) => e.delta as string)
+      .join('');
+    return { transcript: completed.transcript as string, deltas };
+  }
+
+  it('raw client: created → update (16 kHz) → updated → appends → commit → committed, deltas, completed', async () => {
+    const client = new RawClient(wsUrl('?model=whisper-1&intent=transcription'), ['realtime', 'openai-insecure-api-key.placeholder']);
+    try {
+      const created = await client.next('session.created');
+      assert.equal(client.socket.protocol, 'realtime');
+      const session = created.session as { id: string; object: string; model: string; audio: { input: { format: { rate: number }; turn_detection: unknown } } };
+      assert.match(session.id, /^sess_/);
+      assert.equal(session.object, 'realtime.transcription_session');
+      assert.equal(session.model, 'whisper-1');
+      assert.equal(session.audio.input.format.rate, 24000);
+      assert.equal(session.audio.input.turn_detection, null);
+
+      client.send({
+        type: 'session.update',
+        session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 }, turn_detection: null } } },
+      });
+      const updated = await client.next('session.updated');
+      assert.equal((updated.session as typeof session).audio.input.format.rate, 16000);
+
+      const { transcript, deltas } = await turn(client, clip, 16000);
+      const order = client.events.map((e) => e.type).filter((t) => !t.endsWith('.delta'));
+      assert.deepEqual(order, [
+        'session.created',
+        'session.updated',
+        'conversation.item.added',
+        'input_audio_buffer.committed',
+        'conversation.item.input_audio_transcription.completed',
+      ]);
+      assert.equal(deltas, transcript, 'the deltas add up to the transcript');
+      assert.ok(client.events.every((e) => typeof e.event_id === 'string'));
+      const errors = wer(fileTranscript, transcript);
+      console.log(`live ${JSON.stringify(transcript)} vs file ${JSON.stringify(fileTranscript)}: WER ${errors.toFixed(3)}`);
+      assert.ok(errors <= 0.1);
+
+      // a second turn on the same session, then an empty commit
+      const second = await turn(client, clip.subarray(0, 16000 * 3), 16000);
+      assert.equal(second.deltas, second.transcript);
+      client.send({ type: 'input_audio_buffer.commit', event_id: 'evt_empty' });
+      const error = (await client.next('error')).error as { code: string; event_id: string };
+      assert.deepEqual([error.code, error.event_id], ['input_audio_buffer_commit_empty', 'evt_empty']);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('transcribes undeclared 24 kHz input within 5 points of WER of declared 16 kHz input', async () => {
+    const spoken = (JSON.parse(fs.readFileSync(path.join(SHARED, 'audio', 'speech', 'manifest.json'), 'utf8')) as { file: string; text: string }[]).find(
+      (e) => e.file === path.basename(CLIP),
+    )!.text;
+    const live = async (samples: Float32Array, rate: number, update: boolean): Promise<number> => {
+      const client = new RawClient(wsUrl('?model=whisper-1'));
+      try {
+        await client.next('session.created');
+        if (update) client.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate } } } } });
+        return wer(spoken, (await turn(client, samples, rate)).transcript);
+      } finally {
+        await client.close();
+      }
+    };
+    const resampler = new StreamResampler(16000, 24000);
+    const at24k = Float32Array.from([...resampler.process(clip), ...resampler.flush()]);
+    const declared = await live(clip, 16000, true);
+    const undeclared = await live(at24k, 24000, false);
+    console.log(`WER against the spoken text: 16 kHz declared ${declared.toFixed(3)}, 24 kHz by default ${undeclared.toFixed(3)}`);
+    assert.ok(undeclared <= declared + 0.05);
+  });
+
+  it('the official SDK (OpenAIRealtimeWS) completes a turn', async () => {
+    const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-placeholder' });
+    const { port } = new URL(server.base);
+    const rt = new OpenAIRealtimeWS(
+      { model: 'whisper-1', options: { createConnection: () => net.connect({ host: '127.0.0.1', port: Number(port) }) } },
+      client,
+    );
+    try {
+      const events: ServerEvent[] = [];
+      rt.on('event', (e) => events.push(e as unknown as ServerEvent));
+      await new Promise((resolve) => rt.once('session.created', resolve));
+      // the SDK's types know only 24 kHz; voxd takes any declared rate
+      rt.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 as 24000 } } } } });
+      for (const append of appends(clip, 16000)) rt.send(append as never);
+      rt.send({ type: 'input_audio_buffer.commit' });
+      const completed = (await new Promise((resolve) => rt.once('conversation.item.input_audio_transcription.completed', resolve))) as { transcript: string };
+      assert.ok(wer(fileTranscript, completed.transcript) <= 0.1);
+      assert.ok(events.some((e) => e.type === 'session.updated'));
+    } finally {
+      rt.close();
+    }
+  });
+
+  it('answers bad input with error events, keeps the socket open, and closes when no model is set', async () => {
+    const client = new RawClient(wsUrl('?model=whisper-1'));
+    try {
+      await client.next('session.created');
+      client.socket.send(Buffer.from([1, 2, 3]));
+      client.send({ type: 'no.such.event', event_id: 'evt_1' });
+      client.socket.send('{ not json');
+      client.send({ type: 'session.update', event_id: 'evt_2', session: { audio: { input: { turn_detection: { type: 'semantic_vad' } } } } });
+      const codes: string[] = [];
+      for (let i = 0; i < 4; i++) codes.push(((await client.next('error')).error as { code: string }).code);
+      assert.deepEqual(codes, ['invalid_request_error', 'invalid_request_error', 'invalid_json', 'unsupported_turn_detection']);
+      client.send({ type: 'input_audio_buffer.clear' });
+      await client.next('input_audio_buffer.cleared');
+      assert.equal(client.socket.readyState, WebSocket.OPEN);
+    } finally {
+      await client.close();
+    }
+
+    const modelless = new RawClient(wsUrl());
+    const created = await modelless.next('session.created');
+    assert.equal((created.session as { model: unknown }).model, null);
+    modelless.send({ type: 'input_audio_buffer.append', audio: pcm16(clip.subarray(0, 1600)).toString('base64') });
+    assert.equal(((await modelless.next('error')).error as { code: string }).code, 'model_not_set');
+    await new Promise((resolve) => modelless.socket.once('close', resolve));
+  });
+});
