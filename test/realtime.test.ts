@@ -10,8 +10,9 @@ import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
+import { sileroVadEngine } from '../src/engines/silero-vad.js';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { SHARED } from './helpers/paths.js';
+import { SHARED, SILERO_V6 } from './helpers/paths.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
 import { readWavMono } from './helpers/wav.js';
@@ -195,6 +196,70 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
       assert.ok(events.some((e) => e.type === 'session.updated'));
     } finally {
       rt.close();
+    }
+  });
+
+  it('server_vad: two utterances 1.5 s apart make two turns without a commit, at the offline VAD bounds', async () => {
+    const second = readWavMono(path.join(SHARED, 'audio', 'speech', 'librivox-0890.wav')).samples;
+    const gap = 24000; // 1.5 s
+    const audio = new Float32Array(clip.length + gap + second.length + gap);
+    audio.set(clip);
+    audio.set(second, clip.length + gap);
+    const detection = { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 500 };
+    const client = new RawClient(wsUrl('?model=whisper-1'));
+    try {
+      await client.next('session.created');
+      client.send({
+        type: 'session.update',
+        session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 }, turn_detection: detection } } },
+      });
+      const updated = await client.next('session.updated');
+      assert.deepEqual((updated.session as { audio: { input: { turn_detection: unknown } } }).audio.input.turn_detection, detection);
+      for (const append of appends(audio, 16000)) client.send(append);
+      const turns = [
+        await client.next('conversation.item.input_audio_transcription.completed'),
+        await client.next('conversation.item.input_audio_transcription.completed'),
+      ];
+      const started = client.events.filter((e) => e.type === 'input_audio_buffer.speech_started');
+      const stopped = client.events.filter((e) => e.type === 'input_audio_buffer.speech_stopped');
+      assert.equal(started.length, 2);
+      assert.equal(stopped.length, 2);
+      const order = client.events.map((e) => e.type).filter((t) => !t.endsWith('.delta') && !t.startsWith('session.'));
+      const oneTurn = [
+        'conversation.item.added',
+        'input_audio_buffer.speech_started',
+        'input_audio_buffer.speech_stopped',
+        'input_audio_buffer.committed',
+        'conversation.item.input_audio_transcription.completed',
+      ];
+      assert.deepEqual(order, [...oneTurn, ...oneTurn]);
+
+      // the bounds the VAD engine finds offline in the same audio (pauses shorter than silence_duration_ms kept inside)
+      const vad = await sileroVadEngine.load({ id: 'silero', path: SILERO_V6, projector: null });
+      const segments = await vad.segments(audio, { threshold: 0.5, minSilenceDurationMs: 500, speechPadMs: 0 });
+      await vad.dispose();
+      const utterances = [segments.filter((s) => s.start < clip.length / 16000), segments.filter((s) => s.start > (clip.length + gap) / 16000)];
+      const times: number[] = [];
+      utterances.forEach((parts, i) => {
+        const start = (started[i]?.audio_start_ms as number) + detection.prefix_padding_ms;
+        const end = (stopped[i]?.audio_end_ms as number) - detection.silence_duration_ms;
+        console.log(`turn ${i + 1}: VAD ${(parts[0]!.start * 1000).toFixed(0)}-${(parts.at(-1)!.end * 1000).toFixed(0)} ms, live ${start}-${end} ms`);
+        assert.ok(Math.abs(start - parts[0]!.start * 1000) <= 100, `turn ${i + 1} start`);
+        assert.ok(Math.abs(end - parts.at(-1)!.end * 1000) <= 100, `turn ${i + 1} end`);
+        times.push(started[i]?.audio_start_ms as number, stopped[i]?.audio_end_ms as number);
+      });
+      assert.deepEqual(
+        times,
+        [...times].sort((a, b) => a - b),
+        'times are monotonic',
+      );
+      // the turn starts prefix_padding_ms before the onset, not at the file's first sample: pocketsphinx hears a
+      // slightly different clip, so this is a sanity bound, not the file transcript
+      const firstTurn = wer(fileTranscript, turns[0]!.transcript as string);
+      console.log(`first turn WER against the file transcript: ${firstTurn.toFixed(3)}`);
+      assert.ok(firstTurn <= 0.3, `first turn: ${String(turns[0]!.transcript)}`);
+    } finally {
+      await client.close();
     }
   });
 

@@ -20,7 +20,7 @@ export function mountRealtimeRoutes(http: HttpServer, { config, registry, schedu
       open: (connection, request) =>
         new RealtimeSession(
           connection,
-          { registry, scheduler, logger, defaultModel: config.realtimeModel, delayMs: config.realtimeTranscriptionDelayMs },
+          { registry, scheduler, logger, defaultModel: config.realtimeModel, vadModel: config.vadModel, delayMs: config.realtimeTranscriptionDelayMs },
           request.query.get('model')?.trim() || null,
         ),
       message: (session, data, isBinary) => session.receive(data, isBinary),

@@ -6,7 +6,7 @@
  * handles its events one at a time, in order.
  */
 import { randomUUID } from 'node:crypto';
-import type { SttModel, SttStreamingSession } from '../engines/types.js';
+import type { SttModel, SttStreamingSession, VadModel, VadStream } from '../engines/types.js';
 import { ApiError } from '../http/errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
@@ -16,6 +16,9 @@ import type { Scheduler } from '../services/scheduler.js';
 
 /** The rate of `audio/pcm` input when the client declares none (the vendor's). */
 export const DEFAULT_INPUT_RATE = 24000;
+const VAD_RATE = 16000;
+const VAD_FRAME_MS = 32;
+
 /** The vendor's limit for the audio of one append. */
 export const MAX_APPEND_BYTES = 15 * 1024 * 1024;
 
@@ -25,6 +28,8 @@ export interface RealtimeContext {
   logger: Logger;
   /** --realtime-model, used when neither the query nor session.update names one. */
   defaultModel: string | null;
+  /** --vad-model: the streaming Silero VAD of server_vad turn detection. */
+  vadModel: string;
   delayMs: number | null;
 }
 
@@ -101,6 +106,8 @@ export class RealtimeSession {
     this.abort.abort();
     await this.queue;
     await this.stream?.close().catch(() => undefined);
+    await this.vad?.stream.close().catch(() => undefined);
+    this.vad?.lease.release();
     this.lease?.release();
   }
 
@@ -232,22 +239,9 @@ export class RealtimeSession {
       );
     const stream = await this.streamForTurn();
     const samples = this.resamplerFor(stream.model).processPcm16(audio);
-    if (!this.item) {
-      this.item = { id: `item_${randomUUID().replace(/-/g, '').slice(0, 20)}`, samples: 0, transcript: '' };
-      this.emit('conversation.item.added', {
-        previous_item_id: this.previousItemId,
-        item: {
-          id: this.item.id,
-          type: 'message',
-          object: 'realtime.item',
-          role: 'user',
-          status: 'in_progress',
-          content: [{ type: 'input_audio', transcript: null }],
-        },
-      });
-    }
-    this.item.samples += samples.length;
-    if (samples.length > 0) this.delta(await this.run(stream.model, (signal) => stream.session.feed(samples, signal)));
+    if (this.turnDetection) return this.detectTurns(stream, samples, this.turnDetection);
+    this.openItem();
+    await this.feed(stream, samples);
   }
 
   private async commit(): Promise<void> {
@@ -255,9 +249,51 @@ export class RealtimeSession {
     if (!item || item.samples === 0)
       throw new SessionError('input_audio_buffer_commit_empty', 'the input audio buffer is empty: append audio before committing');
     const stream = await this.streamForTurn();
+    if (this.turnDetection) {
+      // a manual commit in server_vad mode ends the open turn at what was appended so far
+      await this.feed(stream, this.history.subarray(this.fedUntil - this.historyStart));
+      this.fedUntil = this.historyStart + this.history.length;
+      this.speaking = false;
+      return this.endTurn(stream);
+    }
     const tail = this.resamplerFor(stream.model).flush();
     this.emit('input_audio_buffer.committed', { previous_item_id: this.previousItemId, item_id: item.id });
-    if (tail.length > 0) this.delta(await this.run(stream.model, (signal) => stream.session.feed(tail, signal)));
+    await this.feed(stream, tail);
+    await this.completeTurn(stream, item);
+  }
+
+  /** The open turn's item, created (and announced) by the first audio of a turn. */
+  private openItem(): { id: string; samples: number; transcript: string } {
+    if (this.item) return this.item;
+    this.item = { id: `item_${randomUUID().replace(/-/g, '').slice(0, 20)}`, samples: 0, transcript: '' };
+    this.emit('conversation.item.added', {
+      previous_item_id: this.previousItemId,
+      item: {
+        id: this.item.id,
+        type: 'message',
+        object: 'realtime.item',
+        role: 'user',
+        status: 'in_progress',
+        content: [{ type: 'input_audio', transcript: null }],
+      },
+    });
+    return this.item;
+  }
+
+  private async feed(stream: { model: SttModel; session: SttStreamingSession }, samples: Float32Array): Promise<void> {
+    if (samples.length === 0) return;
+    if (this.item) this.item.samples += samples.length;
+    this.delta(await this.run(stream.model, (signal) => stream.session.feed(samples, signal)));
+  }
+
+  /** committed, then the rest of the text, then completed. */
+  private async endTurn(stream: { model: SttModel; session: SttStreamingSession }): Promise<void> {
+    const item = this.item as NonNullable<typeof this.item>;
+    this.emit('input_audio_buffer.committed', { previous_item_id: this.previousItemId, item_id: item.id });
+    await this.completeTurn(stream, item);
+  }
+
+  private async completeTurn(stream: { model: SttModel; session: SttStreamingSession }, item: NonNullable<typeof this.item>): Promise<void> {
     const { delta } = await this.run(stream.model, (signal) => stream.session.finish(signal));
     this.delta(delta);
     this.emit('conversation.item.input_audio_transcription.completed', {
@@ -270,10 +306,80 @@ export class RealtimeSession {
     this.item = null;
   }
 
+  // ---- server_vad: the Silero VAD opens and closes turns ----
+
+  /** Model-rate audio since `historyStart` (absolute sample index): the lead-in and the open turn's audio. */
+  private history = new Float32Array(0);
+  private historyStart = 0;
+  /** Absolute model-rate index up to which the open turn's audio went to the engine. */
+  private fedUntil = 0;
+  /** 512-sample VAD frames seen: the session clock (32 ms each). */
+  private vadFrames = 0;
+  private speaking = false;
+  private silentMs = 0;
+  private vad: { lease: ModelLease<VadModel>; stream: VadStream; resampler: StreamResampler | null } | null = null;
+
+  private async detectTurns(stream: { model: SttModel; session: SttStreamingSession }, samples: Float32Array, detection: TurnDetection): Promise<void> {
+    const rate = stream.model.sampleRate;
+    const vad = await this.vadFor(rate);
+    const appended = new Float32Array(this.history.length + samples.length);
+    appended.set(this.history);
+    appended.set(samples, this.history.length);
+    this.history = appended;
+    const at16k = vad.resampler ? vad.resampler.process(samples) : samples;
+    const probabilities = await this.scheduled(vad.lease.model.id, vad.lease.model.concurrency, () => vad.stream.process(at16k));
+    const position = (ms: number): number => Math.round((ms * rate) / 1000);
+    for (const probability of probabilities) {
+      const frameStartMs = this.vadFrames * VAD_FRAME_MS;
+      this.vadFrames++;
+      if (!this.speaking) {
+        if (probability < detection.threshold) continue;
+        this.speaking = true;
+        this.silentMs = 0;
+        const audioStartMs = Math.max(0, frameStartMs - detection.prefix_padding_ms);
+        this.fedUntil = Math.max(this.historyStart, position(audioStartMs));
+        const item = this.openItem();
+        this.emit('input_audio_buffer.speech_started', { audio_start_ms: audioStartMs, item_id: item.id });
+        continue;
+      }
+      this.silentMs = probability < detection.threshold ? this.silentMs + VAD_FRAME_MS : 0;
+      if (this.silentMs < detection.silence_duration_ms) continue;
+      const audioEndMs = frameStartMs + VAD_FRAME_MS;
+      const end = Math.min(position(audioEndMs), this.historyStart + this.history.length);
+      await this.feed(stream, this.history.subarray(this.fedUntil - this.historyStart, end - this.historyStart));
+      this.fedUntil = end;
+      this.speaking = false;
+      this.emit('input_audio_buffer.speech_stopped', { audio_end_ms: audioEndMs, item_id: (this.item as NonNullable<typeof this.item>).id });
+      await this.endTurn(stream);
+    }
+    if (this.speaking) {
+      await this.feed(stream, this.history.subarray(this.fedUntil - this.historyStart));
+      this.fedUntil = this.historyStart + this.history.length;
+    }
+    // keep only what a turn opening later can still need as lead-in
+    const keepFrom = Math.max(
+      this.historyStart,
+      Math.min(this.fedUntil, this.historyStart + this.history.length - position(detection.prefix_padding_ms + VAD_FRAME_MS)),
+    );
+    this.history = this.history.slice(keepFrom - this.historyStart);
+    this.historyStart = keepFrom;
+  }
+
+  private async vadFor(rate: number): Promise<NonNullable<typeof this.vad>> {
+    if (!this.vad) {
+      const lease = await this.context.registry.acquire<VadModel>(this.context.vadModel, 'vad');
+      this.vad = { lease, stream: await lease.model.openStream(), resampler: rate === VAD_RATE ? null : new StreamResampler(rate, VAD_RATE) };
+    }
+    return this.vad;
+  }
+
   private async clear(): Promise<void> {
     if (this.stream) await this.stream.reset();
     this.resampler?.reset();
     this.item = null;
+    // the open turn's audio is gone; the VAD clock runs on
+    this.speaking = false;
+    this.fedUntil = this.historyStart + this.history.length;
     this.emit('input_audio_buffer.cleared', {});
   }
 
@@ -286,7 +392,23 @@ export class RealtimeSession {
   // ---- engines ----
 
   private run<T>(model: SttModel, job: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    return this.context.scheduler.run(model.id, job, this.abort.signal, model.concurrency);
+    return this.scheduled(model.id, model.concurrency, job);
+  }
+
+  /**
+   * A scheduler job on the session's behalf. Each job gets a signal of its own that follows the session's: engines
+   * listen on the signal they are given, and listeners on the session's long-lived signal would pile up.
+   */
+  private async scheduled<T>(modelId: string, concurrency: number | undefined, job: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const forJob = new AbortController();
+    const follow = (): void => forJob.abort();
+    if (this.abort.signal.aborted) forJob.abort();
+    this.abort.signal.addEventListener('abort', follow, { once: true });
+    try {
+      return await this.context.scheduler.run(modelId, job, forJob.signal, concurrency);
+    } finally {
+      this.abort.signal.removeEventListener('abort', follow);
+    }
   }
 
   private async streamForTurn(): Promise<{ model: SttModel; session: SttStreamingSession }> {
@@ -332,13 +454,6 @@ function parseTurnDetection(value: unknown): TurnDetection | null {
     throw new SessionError('invalid_request_error', 'turn_detection must be null or an object with a type', 'session.audio.input.turn_detection');
   if (v.type === 'semantic_vad')
     throw new SessionError('unsupported_turn_detection', 'semantic_vad is not supported; use server_vad or null', 'session.audio.input.turn_detection.type');
-  // server-side turn detection lands with the streaming VAD integration; until then it is refused, never ignored
-  if (v.type === 'server_vad')
-    throw new SessionError(
-      'unsupported_turn_detection',
-      'server_vad is not available in this version yet; use null and commit turns',
-      'session.audio.input.turn_detection.type',
-    );
   if (v.type !== 'server_vad')
     throw new SessionError('invalid_request_error', `unknown turn_detection type ${JSON.stringify(v.type)}`, 'session.audio.input.turn_detection.type');
   const number = (key: string, fallback: number, min: number, max: number): number => {
