@@ -40,6 +40,7 @@ export const configSchema = z.object({
   maxAudioSeconds: positiveInt.default(3600),
   maxJsonKb: positiveInt.default(1024),
   maxInputChars: positiveInt.default(4096),
+  maxRealtimeSessions: positiveInt.default(100),
   shutdownTimeout: nonNegativeInt.default(30),
   cacheDir: z
     .string()

@@ -3,6 +3,8 @@
  * a shared LibriVox clip live with the built-in recognizer.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { IncomingMessage } from 'node:http';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -261,6 +263,25 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
     } finally {
       await client.close();
     }
+  });
+
+  it('refuses sessions beyond --max-realtime-sessions with 503 until one closes', async () => {
+    const small = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { maxRealtimeSessions: 1 });
+    const url = `${small.base.replace('http', 'ws')}/v1/realtime`;
+    const first = new RawClient(url);
+    await first.next('session.created');
+    const refused = new WebSocket(url);
+    refused.on('error', () => undefined);
+    const [, response] = (await once(refused, 'unexpected-response')) as [unknown, IncomingMessage];
+    assert.equal(response.statusCode, 503);
+    assert.equal(response.headers['retry-after'], '5');
+    let body = '';
+    for await (const chunk of response) body += String(chunk);
+    assert.equal((JSON.parse(body) as { error: { code: string } }).error.code, 'too_many_sessions');
+    await first.close();
+    const again = new RawClient(url);
+    await again.next('session.created');
+    await again.close();
   });
 
   it('answers bad input with error events, keeps the socket open, and closes when no model is set', async () => {

@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   queue_full: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
+  too_many_sessions: { status: 503, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },
   not_implemented: { status: 501, type: 'server_error' },
   server_error: { status: 500, type: 'server_error' },
