@@ -14,10 +14,11 @@ import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
 import { sileroVadEngine } from '../src/engines/silero-vad.js';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { SHARED, SILERO_V6 } from './helpers/paths.js';
+import { JFK_WAV, SHARED, SILERO_V6 } from './helpers/paths.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
 import { readWavMono } from './helpers/wav.js';
+import { whisperTestModel } from './helpers/whisper-models.js';
 
 const CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0870.wav');
 
@@ -308,5 +309,41 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
     modelless.send({ type: 'input_audio_buffer.append', audio: pcm16(clip.subarray(0, 1600)).toString('base64') });
     assert.equal(((await modelless.next('error')).error as { code: string }).code, 'model_not_set');
     await new Promise((resolve) => modelless.socket.once('close', resolve));
+  });
+});
+
+describe('WS /v1/realtime with a Whisper model (random weights)', () => {
+  let server: TestServer;
+  let model = '';
+  const cleanups: (() => Promise<void>)[] = [];
+  after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+  before(async () => {
+    model = await whisperTestModel({ size: 'tiny' });
+    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { realtimeModel: model, realtimeTranscriptionDelayMs: 2000 });
+  });
+
+  it('streams deltas that add up to each turn transcript, turn after turn, also past the window bound', async () => {
+    const jfk = readWavMono(JFK_WAV).samples;
+    const long = new Float32Array(jfk.length * 3); // 33 s: longer than the live window
+    for (let i = 0; i < 3; i++) long.set(jfk, i * jfk.length);
+    const client = new RawClient(`${server.base.replace('http', 'ws')}/v1/realtime`);
+    try {
+      const created = await client.next('session.created');
+      assert.equal((created.session as { model: string }).model, model, '--realtime-model');
+      client.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } } });
+      await client.next('session.updated');
+      for (const audio of [jfk, long]) {
+        for (const append of appends(audio, 16000)) client.send(append);
+        client.send({ type: 'input_audio_buffer.commit' });
+        const completed = await client.next('conversation.item.input_audio_transcription.completed');
+        const deltas = client.events
+          .filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === completed.item_id)
+          .map((e) => e.delta as string);
+        assert.equal(deltas.join(''), completed.transcript);
+        console.log(`turn of ${(audio.length / 16000).toFixed(0)} s: ${deltas.length} deltas, ${String(completed.transcript).length} characters`);
+      }
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -90,6 +90,8 @@ export interface TranscribeOptions {
   /** Initial prompt (vendor `prompt`, seed `context`). */
   prompt?: string | null;
   temperature?: number;
+  /** Decode a failed window again at higher temperatures (whisper.cpp's fallback; default true). */
+  fallback?: boolean;
   maxTokens?: number;
   wordTimestamps?: boolean;
   /** Translate to English instead of transcribing. */

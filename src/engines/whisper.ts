@@ -8,7 +8,17 @@ import { deflateSync } from 'node:zlib';
 import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
 import { ApiError } from '../http/errors.js';
 import { abortFlagFor } from './native-abort.js';
-import type { Engine, ResolvedModel, SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
+import type {
+  Engine,
+  ResolvedModel,
+  StreamingOptions,
+  SttModel,
+  SttStreamingSession,
+  TranscribeOptions,
+  TranscriptionResult,
+  TranscriptionSegment,
+} from './types.js';
+import { WhisperStreamingSession } from './whisper-streaming.js';
 
 const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const SAMPLE_RATE = 16000;
@@ -152,7 +162,7 @@ class WhisperSttModel implements SttModel {
       // the vendor's semantics: 0 means "start greedy, fall back hotter when a window fails its checks";
       // an explicit temperature is used as is
       temperature,
-      temperatureInc: temperature > 0 ? 0 : TEMPERATURE_INCREMENT,
+      temperatureInc: temperature > 0 || options.fallback === false ? 0 : TEMPERATURE_INCREMENT,
       maxTokens: options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0,
       wordTimestamps,
     };
@@ -195,6 +205,13 @@ class WhisperSttModel implements SttModel {
     } finally {
       running -= 1;
     }
+  }
+
+  /** Decodes the turn every `delayMs` (--realtime-transcription-delay-ms) of new audio: the model declares it. */
+  readonly declaresDelay = true;
+
+  async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
+    return new WhisperStreamingSession(this, options);
   }
 
   async dispose(): Promise<void> {
