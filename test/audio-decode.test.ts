@@ -19,6 +19,8 @@ import { JFK_WAV, SHARED } from './helpers/paths.js';
 import { startTestServer } from './helpers/server.js';
 import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
 import { readWavMono, wavBytes } from './helpers/wav.js';
+import { correlation, rms } from './helpers/signal.js';
+import { nativeRejection } from './helpers/native.js';
 
 const CACHE = path.join(os.tmpdir(), 'voxd-test-audio');
 const MUSIC = path.join(SHARED, 'audio', 'music', 'loop_tabla.flac'); // the longest loop: 1% of it exceeds an AAC frame
@@ -26,28 +28,6 @@ const JFK_MP3 = path.join(SHARED, 'audio', 'speech', 'jfk.mp3');
 const RATES = [16000, 24000];
 
 // ---- helpers ----
-
-function rms(samples: Float32Array): number {
-  let sum = 0;
-  for (const x of samples) sum += x * x;
-  return Math.sqrt(sum / samples.length);
-}
-
-/** Zero-lag normalised cross-correlation over the common length. */
-function correlation(a: Float32Array, b: Float32Array): number {
-  const n = Math.min(a.length, b.length);
-  let ab = 0;
-  let aa = 0;
-  let bb = 0;
-  for (let i = 0; i < n; i++) {
-    const x = a[i] as number;
-    const y = b[i] as number;
-    ab += x * y;
-    aa += x * x;
-    bb += y * y;
-  }
-  return ab / Math.sqrt(aa * bb);
-}
 
 function assertSane(audio: DecodedAudio): void {
   assert.ok(audio.samples instanceof Float32Array);
@@ -102,17 +82,6 @@ function pngBytes(): Buffer {
     chunk('IDAT', pixels),
     chunk('IEND', Buffer.alloc(0)),
   ]);
-}
-
-/** The native rejection of `promise` (fails when it resolves). */
-async function nativeRejection(promise: Promise<unknown>): Promise<NativeError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof Error && typeof (error as NativeError).code === 'string', `not a native error: ${String(error)}`);
-    return error as NativeError;
-  }
-  assert.fail('expected a rejection');
 }
 
 /** Resolves to sane audio or rejects with invalid_audio; anything else (another code, a crash) fails. */

@@ -14,6 +14,7 @@ import { decodeAudio } from '../src/services/audio/decode.js';
 import { AUDIO_FORMATS, contentTypeOf, createEncoder, encodeAudio, fileExtensionOf, isAudioFormat, type AudioFormat } from '../src/services/audio/encode.js';
 import { JFK_WAV } from './helpers/paths.js';
 import { readWavMono } from './helpers/wav.js';
+import { nativeRejection } from './helpers/native.js';
 
 const jfk = readWavMono(JFK_WAV); // 16 kHz mono, 11 s
 const RATE = jfk.sampleRate;
@@ -125,17 +126,6 @@ const EXPECT: Record<AudioFormat, Expect> = {
 };
 
 // ---- helpers ----
-
-/** The native rejection of `promise` (fails when it resolves). */
-async function nativeRejection(promise: Promise<unknown>): Promise<NativeError> {
-  try {
-    await promise;
-  } catch (error) {
-    assert.ok(error instanceof Error && typeof (error as NativeError).code === 'string', `not a native error: ${String(error)}`);
-    return error as NativeError;
-  }
-  assert.fail('expected a rejection');
-}
 
 /** The code of what `fn` throws synchronously. */
 function thrownCode(fn: () => unknown): string {

@@ -8,6 +8,7 @@ import { type NativeError } from '../src/native/addon.js';
 import { pcm16ToFloat, StreamResampler } from '../src/services/audio/resample.js';
 import { JFK_WAV } from './helpers/paths.js';
 import { readWavMono } from './helpers/wav.js';
+import { correlation, rms } from './helpers/signal.js';
 
 // ---- helpers ----
 
@@ -25,12 +26,6 @@ function sine(freq: number, rate: number, seconds: number, amplitude = 0.5): Flo
   const out = new Float32Array(Math.round(rate * seconds));
   for (let i = 0; i < out.length; i++) out[i] = amplitude * Math.sin((2 * Math.PI * freq * i) / rate);
   return out;
-}
-
-function rms(samples: Float32Array): number {
-  let sum = 0;
-  for (const x of samples) sum += x * x;
-  return Math.sqrt(sum / samples.length);
 }
 
 /** The middle half: away from the filter's start-up and the flushed tail. */
@@ -51,20 +46,6 @@ function zeroCrossingFrequency(samples: Float32Array, rate: number): number {
     }
   }
   return (count * rate) / (last - first);
-}
-
-/** Zero-lag normalised cross-correlation over the common length. */
-function correlation(a: Float32Array, b: Float32Array): number {
-  const n = Math.min(a.length, b.length);
-  let ab = 0;
-  let aa = 0;
-  let bb = 0;
-  for (let i = 0; i < n; i++) {
-    ab += a[i]! * b[i]!;
-    aa += a[i]! * a[i]!;
-    bb += b[i]! * b[i]!;
-  }
-  return ab / Math.sqrt(aa * bb);
 }
 
 function oneShot(input: Float32Array | Int16Array, inRate: number, outRate: number): Float32Array {

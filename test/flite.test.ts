@@ -19,6 +19,7 @@ import { Metrics } from '../src/services/metrics.js';
 import { ModelRegistry } from '../src/services/registry.js';
 import { startTestServer } from './helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
+import { rms } from './helpers/signal.js';
 
 const RATE = 16000;
 const VOICES = ['slt', 'kal', 'awb', 'rms'];
@@ -30,12 +31,6 @@ const PARAGRAPH =
   'The box was thrown beside the parked truck. The hogs were fed chopped corn and garbage.';
 
 const request = (text: string, extra: Partial<SynthesisRequest> = {}): SynthesisRequest => ({ text, voice: 'slt', speed: 1, ...extra });
-
-function rms(samples: Float32Array): number {
-  let sum = 0;
-  for (const x of samples) sum += x * x;
-  return Math.sqrt(sum / Math.max(1, samples.length));
-}
 
 /** Median pitch (Hz) of the voiced 40 ms frames, by normalised autocorrelation over 70..400 Hz. */
 function medianPitch(x: Float32Array): number {

@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import type { AudioFormat } from '../src/services/audio/encode.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { SHARED } from './helpers/paths.js';
-import { cancelledJobs, startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, expectEnvelope, sdk, startTestServer, type TestServer } from './helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer, words } from './helpers/transcripts.js';
 
 const FIVE_SENTENCES =
@@ -19,10 +19,6 @@ const FIVE_SENTENCES =
 
 /** What the built-in voice speaks at 16 kHz, per format: the rate the file declares. */
 const RATES: Record<Exclude<AudioFormat, 'pcm'>, number> = { mp3: 16000, wav: 16000, flac: 16000, ogg: 16000, opus: 48000, aac: 16000 };
-
-function sdk(base: string): OpenAI {
-  return new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-placeholder', maxRetries: 0 });
-}
 
 /** Seconds of audio in a response body of `format`. */
 async function durationOf(body: Buffer, format: AudioFormat): Promise<number> {
@@ -35,13 +31,6 @@ async function durationOf(body: Buffer, format: AudioFormat): Promise<number> {
 
 function post(base: string, body: unknown): Promise<Response> {
   return fetch(`${base}/v1/audio/speech`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-}
-
-async function expectEnvelope(response: Response, status: number, code: string, param?: string): Promise<void> {
-  assert.equal(response.status, status, await response.clone().text());
-  const { error } = (await response.json()) as { error: { code: string; param: string | null } };
-  assert.equal(error.code, code);
-  if (param) assert.equal(error.param, param);
 }
 
 /** Reads a streamed response: its chunks and when the first one arrived. */

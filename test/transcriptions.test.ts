@@ -3,31 +3,20 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import OpenAI, { toFile } from 'openai';
+import { toFile } from 'openai';
 import { DEFAULT_VAD_MODEL } from '../src/config.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';
 import { readWavMono, wavBytes } from './helpers/wav.js';
-import { cancelledJobs, startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, expectEnvelope, sdk, startTestServer, type TestServer } from './helpers/server.js';
 import { whisperTestModel } from './helpers/whisper-models.js';
 
 const JFK_MP3 = path.join(SHARED, 'audio', 'speech', 'jfk.mp3');
-
-function sdk(base: string): OpenAI {
-  return new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-placeholder', maxRetries: 0 });
-}
 
 function form(fields: Record<string, string | string[]>, file: Buffer | null = fs.readFileSync(JFK_MP3), filename = 'jfk.mp3'): FormData {
   const body = new FormData();
   if (file) body.append('file', new Blob([new Uint8Array(file)]), filename);
   for (const [key, value] of Object.entries(fields)) for (const v of [value].flat()) body.append(key, v);
   return body;
-}
-
-async function expectEnvelope(response: Response, status: number, code: string, param?: string): Promise<void> {
-  assert.equal(response.status, status, await response.clone().text());
-  const { error } = (await response.json()) as { error: { code: string; param: string | null; message: string } };
-  assert.equal(error.code, code, error.message);
-  if (param) assert.equal(error.param, param);
 }
 
 /** jfk.wav four times with 1.5 s pauses: about 50 s, longer than one Whisper window. */

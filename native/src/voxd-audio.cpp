@@ -1,4 +1,5 @@
 #include "voxd-audio.h"
+#include "voxd-ffmpeg.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -59,26 +60,10 @@ namespace {
     throw voxd_error("invalid_audio", message);
 }
 
-// ---- RAII over FFmpeg's objects: each deleter is the library's free function ----
+// ---- RAII over FFmpeg's objects (the rest are shared with the encoder: voxd-ffmpeg.h) ----
 
-struct voxd_avio_deleter {
-    void operator()(AVIOContext * io) const {
-        av_freep(&io->buffer); // avio may have replaced the buffer we gave it: free the current one
-        avio_context_free(&io);
-    }
-};
 struct voxd_format_deleter { void operator()(AVFormatContext * fmt) const { avformat_close_input(&fmt); } };
-struct voxd_codec_deleter  { void operator()(AVCodecContext * ctx) const { avcodec_free_context(&ctx); } };
-struct voxd_packet_deleter { void operator()(AVPacket * pkt) const { av_packet_free(&pkt); } };
-struct voxd_frame_deleter  { void operator()(AVFrame * frame) const { av_frame_free(&frame); } };
-struct voxd_swr_deleter    { void operator()(SwrContext * swr) const { swr_free(&swr); } };
-
-using voxd_avio_ptr   = std::unique_ptr<AVIOContext, voxd_avio_deleter>;
 using voxd_format_ptr = std::unique_ptr<AVFormatContext, voxd_format_deleter>;
-using voxd_codec_ptr  = std::unique_ptr<AVCodecContext, voxd_codec_deleter>;
-using voxd_packet_ptr = std::unique_ptr<AVPacket, voxd_packet_deleter>;
-using voxd_frame_ptr  = std::unique_ptr<AVFrame, voxd_frame_deleter>;
-using voxd_swr_ptr    = std::unique_ptr<SwrContext, voxd_swr_deleter>;
 
 // ---- reading from memory: seekable, so MP4 files with their index (moov) at the end work ----
 

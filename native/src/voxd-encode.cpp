@@ -1,4 +1,5 @@
 #include "voxd-encode.h"
+#include "voxd-ffmpeg.h"
 
 #include "voxd-audio.h" // voxd_av_error_scope: FFmpeg's error lines as the reason in our messages
 
@@ -97,28 +98,13 @@ AVSampleFormat voxd_pick_sample_format(const AVCodec * codec) {
     return fmts[0];
 }
 
-// ---- RAII over FFmpeg's objects: each deleter is the library's free function ----
+// ---- RAII over FFmpeg's objects (the rest are shared with the decoder: voxd-ffmpeg.h) ----
 
-struct voxd_avio_deleter {
-    void operator()(AVIOContext * io) const {
-        av_freep(&io->buffer); // avio may have replaced the buffer we gave it: free the current one
-        avio_context_free(&io);
-    }
-};
-struct voxd_muxer_deleter  { void operator()(AVFormatContext * fmt) const { avformat_free_context(fmt); } }; // pb is ours
-struct voxd_codec_deleter  { void operator()(AVCodecContext * ctx) const { avcodec_free_context(&ctx); } };
-struct voxd_packet_deleter { void operator()(AVPacket * pkt) const { av_packet_free(&pkt); } };
-struct voxd_frame_deleter  { void operator()(AVFrame * frame) const { av_frame_free(&frame); } };
-struct voxd_swr_deleter    { void operator()(SwrContext * swr) const { swr_free(&swr); } };
-struct voxd_fifo_deleter   { void operator()(AVAudioFifo * fifo) const { av_audio_fifo_free(fifo); } };
+struct voxd_muxer_deleter { void operator()(AVFormatContext * fmt) const { avformat_free_context(fmt); } }; // pb is ours
+struct voxd_fifo_deleter  { void operator()(AVAudioFifo * fifo) const { av_audio_fifo_free(fifo); } };
 
-using voxd_avio_ptr   = std::unique_ptr<AVIOContext, voxd_avio_deleter>;
-using voxd_muxer_ptr  = std::unique_ptr<AVFormatContext, voxd_muxer_deleter>;
-using voxd_codec_ptr  = std::unique_ptr<AVCodecContext, voxd_codec_deleter>;
-using voxd_packet_ptr = std::unique_ptr<AVPacket, voxd_packet_deleter>;
-using voxd_frame_ptr  = std::unique_ptr<AVFrame, voxd_frame_deleter>;
-using voxd_swr_ptr    = std::unique_ptr<SwrContext, voxd_swr_deleter>;
-using voxd_fifo_ptr   = std::unique_ptr<AVAudioFifo, voxd_fifo_deleter>;
+using voxd_muxer_ptr = std::unique_ptr<AVFormatContext, voxd_muxer_deleter>;
+using voxd_fifo_ptr  = std::unique_ptr<AVAudioFifo, voxd_fifo_deleter>;
 
 // ---- writing to memory ----
 

@@ -1,4 +1,5 @@
 #include "voxd-flite.h"
+#include "voxd-clib.h"
 
 // Types and prototypes only: every function is resolved with dlsym, none is linked.
 #include <flite/flite.h>
@@ -98,7 +99,7 @@ constexpr size_t k_n_voices = sizeof(k_voice_defs) / sizeof(k_voice_defs[0]);
 // longjmp back to the synthesis that failed; messages kept for the error instead of printed.
 
 thread_local uint64_t       t_noise_state = k_noise_seed;
-thread_local std::jmp_buf * t_fatal_jump  = nullptr; // set while voxd_flite_guarded runs on this thread
+thread_local std::jmp_buf * t_fatal_jump  = nullptr; // set while voxd_clib_guarded runs flite on this thread (its exit() jumps back)
 thread_local char           t_first_message[256];    // flite's first message in the current synthesis
 
 int voxd_flite_rand() {
@@ -251,14 +252,6 @@ int voxd_flite_hook_import(void * handle, const char * symbol, void * replacemen
 #endif
 }
 
-template <typename F>
-void voxd_flite_resolve(void * lib, const char * name, F & fn, std::string & missing) {
-    fn = reinterpret_cast<F>(dlsym(lib, name));
-    if (!fn) {
-        missing += missing.empty() ? name : std::string(", ") + name;
-    }
-}
-
 struct voxd_flite_library_state {
     voxd_flite_api api;
     cst_voice *    voices[k_n_voices] = {};
@@ -282,32 +275,32 @@ const voxd_flite_library_state & voxd_flite_library() {
             return;
         }
         std::string missing;
-        voxd_flite_resolve(flite, "flite_init", api.flite_init, missing);
-        voxd_flite_resolve(flite, "flite_add_lang", api.flite_add_lang, missing);
-        voxd_flite_resolve(flite, "flite_do_synth", api.flite_do_synth, missing);
-        voxd_flite_resolve(flite, "utt_synth_tokens", api.utt_synth_tokens, missing);
-        voxd_flite_resolve(flite, "new_utterance", api.new_utterance, missing);
-        voxd_flite_resolve(flite, "delete_utterance", api.delete_utterance, missing);
-        voxd_flite_resolve(flite, "utt_relation_create", api.utt_relation_create, missing);
-        voxd_flite_resolve(flite, "utt_wave", api.utt_wave, missing);
-        voxd_flite_resolve(flite, "relation_head", api.relation_head, missing);
-        voxd_flite_resolve(flite, "relation_append", api.relation_append, missing);
-        voxd_flite_resolve(flite, "item_set_string", api.item_set_string, missing);
-        voxd_flite_resolve(flite, "feat_set", api.feat_set, missing);
-        voxd_flite_resolve(flite, "feat_set_float", api.feat_set_float, missing);
-        voxd_flite_resolve(flite, "feat_present", api.feat_present, missing);
-        voxd_flite_resolve(flite, "feat_val", api.feat_val, missing);
-        voxd_flite_resolve(flite, "get_param_string", api.get_param_string, missing);
-        voxd_flite_resolve(flite, "val_breakfunc", api.val_breakfunc, missing);
-        voxd_flite_resolve(flite, "default_utt_break", api.default_utt_break, missing);
-        voxd_flite_resolve(flite, "ts_open_string", api.ts_open_string, missing);
-        voxd_flite_resolve(flite, "ts_get", api.ts_get, missing);
-        voxd_flite_resolve(flite, "ts_eof", api.ts_eof, missing);
-        voxd_flite_resolve(flite, "ts_close", api.ts_close, missing);
-        voxd_flite_resolve(flite, "new_audio_streaming_info", api.new_audio_streaming_info, missing);
-        voxd_flite_resolve(flite, "audio_streaming_info_val", api.audio_streaming_info_val, missing);
-        voxd_flite_resolve(lang, "usenglish_init", api.usenglish_init, missing);
-        voxd_flite_resolve(lex, "cmulex_init", api.cmulex_init, missing);
+        voxd_clib_resolve(flite, "flite_init", api.flite_init, missing);
+        voxd_clib_resolve(flite, "flite_add_lang", api.flite_add_lang, missing);
+        voxd_clib_resolve(flite, "flite_do_synth", api.flite_do_synth, missing);
+        voxd_clib_resolve(flite, "utt_synth_tokens", api.utt_synth_tokens, missing);
+        voxd_clib_resolve(flite, "new_utterance", api.new_utterance, missing);
+        voxd_clib_resolve(flite, "delete_utterance", api.delete_utterance, missing);
+        voxd_clib_resolve(flite, "utt_relation_create", api.utt_relation_create, missing);
+        voxd_clib_resolve(flite, "utt_wave", api.utt_wave, missing);
+        voxd_clib_resolve(flite, "relation_head", api.relation_head, missing);
+        voxd_clib_resolve(flite, "relation_append", api.relation_append, missing);
+        voxd_clib_resolve(flite, "item_set_string", api.item_set_string, missing);
+        voxd_clib_resolve(flite, "feat_set", api.feat_set, missing);
+        voxd_clib_resolve(flite, "feat_set_float", api.feat_set_float, missing);
+        voxd_clib_resolve(flite, "feat_present", api.feat_present, missing);
+        voxd_clib_resolve(flite, "feat_val", api.feat_val, missing);
+        voxd_clib_resolve(flite, "get_param_string", api.get_param_string, missing);
+        voxd_clib_resolve(flite, "val_breakfunc", api.val_breakfunc, missing);
+        voxd_clib_resolve(flite, "default_utt_break", api.default_utt_break, missing);
+        voxd_clib_resolve(flite, "ts_open_string", api.ts_open_string, missing);
+        voxd_clib_resolve(flite, "ts_get", api.ts_get, missing);
+        voxd_clib_resolve(flite, "ts_eof", api.ts_eof, missing);
+        voxd_clib_resolve(flite, "ts_close", api.ts_close, missing);
+        voxd_clib_resolve(flite, "new_audio_streaming_info", api.new_audio_streaming_info, missing);
+        voxd_clib_resolve(flite, "audio_streaming_info_val", api.audio_streaming_info_val, missing);
+        voxd_clib_resolve(lang, "usenglish_init", api.usenglish_init, missing);
+        voxd_clib_resolve(lex, "cmulex_init", api.cmulex_init, missing);
         register_voice_fn registers[k_n_voices] = {};
         for (size_t i = 0; i < k_n_voices; i++) {
             void * lib = dlopen(k_voice_defs[i].library, RTLD_NOW | RTLD_LOCAL);
@@ -316,7 +309,7 @@ const voxd_flite_library_state & voxd_flite_library() {
                 state.failure = std::string("a flite voice is missing (") + (why ? why : k_voice_defs[i].library) + "): " + k_install_hint;
                 return;
             }
-            voxd_flite_resolve(lib, k_voice_defs[i].register_fn, registers[i], missing);
+            voxd_clib_resolve(lib, k_voice_defs[i].register_fn, registers[i], missing);
         }
         if (!missing.empty()) {
             state.failure = "the installed flite lacks " + missing + " (voxd needs flite 2.2): " + k_install_hint;
@@ -344,22 +337,6 @@ const voxd_flite_library_state & voxd_flite_library() {
         throw voxd_error("engine_unavailable", state.failure);
     }
     return state;
-}
-
-// Runs `fn` so that an internal error of flite (its exit()) returns false here instead of ending the process.
-// Only flite's C frames and `fn` lie in between, so `fn` must own nothing with a destructor across its flite
-// calls and must not throw. What flite had allocated is leaked.
-template <typename F>
-bool voxd_flite_guarded(F fn) {
-    std::jmp_buf env;
-    if (setjmp(env) != 0) {
-        t_fatal_jump = nullptr;
-        return false;
-    }
-    t_fatal_jump = &env;
-    fn();
-    t_fatal_jump = nullptr;
-    return true;
 }
 
 } // namespace
@@ -445,7 +422,7 @@ private:
         t_noise_state      = k_noise_seed; // the same noise for the same request, whatever ran before on this thread
         t_first_message[0] = '\0';
         m_status           = status::ok;
-        const bool survived = voxd_flite_guarded([&] { speak(lib.api, voice); });
+        const bool survived = voxd_clib_guarded(t_fatal_jump, [&] { speak(lib.api, voice); });
         if (!survived) {
             throw voxd_error("synthesis_failed", std::string("flite failed: ") + (t_first_message[0] ? t_first_message : "internal error"));
         }
@@ -463,7 +440,7 @@ private:
 
     enum class status { ok, aborted, failed, out_of_memory, bad_rate };
 
-    // Inside voxd_flite_guarded: plain pointers only, no exceptions (see there).
+    // Inside voxd_clib_guarded: plain pointers only, no exceptions (see voxd-clib.h).
     void speak(const voxd_flite_api & api, cst_voice * voice) {
         const cst_features * vf = voice->features;
         cst_tokenstream * ts = api.ts_open_string(m_text.c_str(), api.get_param_string(vf, "text_whitespace", nullptr),

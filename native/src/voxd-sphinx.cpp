@@ -1,4 +1,5 @@
 #include "voxd-sphinx.h"
+#include "voxd-clib.h"
 
 // Types and prototypes only: every function is resolved with dlsym, none is linked.
 #include <pocketsphinx.h>
@@ -62,7 +63,7 @@ struct voxd_sphinx_api {
 // pocketsphinx logs through one process-wide callback. voxd drops every line below ERROR and keeps, per thread,
 // the first error of the current call for the message of the voxd_error it throws.
 thread_local std::string    t_first_error;
-thread_local std::jmp_buf * t_fatal_jump = nullptr; // set while voxd_sphinx_guarded runs on this thread
+thread_local std::jmp_buf * t_fatal_jump = nullptr; // set while voxd_clib_guarded runs pocketsphinx on this thread: its FATAL log jumps back (pocketsphinx exit()s right after), and that decoder is never used again
 
 // `ERROR: "dict.c", line 195: Failed to open ...` -> `Failed to open ...`
 std::string voxd_sphinx_strip_prefix(const char * line) {
@@ -110,31 +111,6 @@ void voxd_sphinx_log(void * /*user_data*/, err_lvl_t level, const char * fmt, ..
     }
 }
 
-// pocketsphinx calls exit() right after logging a FATAL error (a malformed model file, out of memory). The log
-// callback jumps back into this frame instead, so a bad file fails one call rather than ending the server.
-// Only pocketsphinx's C frames and `fn` lie in between, so `fn` must own nothing with a destructor across its
-// library calls. What pocketsphinx had allocated is leaked, and its decoder must never be used again.
-template <typename F>
-bool voxd_sphinx_guarded(F fn) {
-    std::jmp_buf env;
-    if (setjmp(env) != 0) {
-        t_fatal_jump = nullptr;
-        return false;
-    }
-    t_fatal_jump = &env;
-    fn();
-    t_fatal_jump = nullptr;
-    return true;
-}
-
-template <typename F>
-void voxd_sphinx_resolve(void * lib, const char * name, F & fn, std::string & missing) {
-    fn = reinterpret_cast<F>(dlsym(lib, name));
-    if (!fn) {
-        missing += missing.empty() ? name : std::string(", ") + name;
-    }
-}
-
 // Opens the libraries once per process; throws engine_unavailable (every time) when that failed. The handles
 // are never closed: the library keeps process-wide state, its log callback among it, pointing into this file.
 const voxd_sphinx_api & voxd_sphinx_library() {
@@ -151,31 +127,31 @@ const voxd_sphinx_api & voxd_sphinx_library() {
             return;
         }
         std::string missing;
-        voxd_sphinx_resolve(base, "cmd_ln_parse_r", api.cmd_ln_parse_r, missing);
-        voxd_sphinx_resolve(base, "cmd_ln_free_r", api.cmd_ln_free_r, missing);
-        voxd_sphinx_resolve(base, "cmd_ln_int_r", api.cmd_ln_int_r, missing);
-        voxd_sphinx_resolve(base, "cmd_ln_float_r", api.cmd_ln_float_r, missing);
-        voxd_sphinx_resolve(base, "err_set_callback", api.err_set_callback, missing);
-        voxd_sphinx_resolve(base, "err_set_logfp", api.err_set_logfp, missing);
-        voxd_sphinx_resolve(base, "logmath_exp", api.logmath_exp, missing);
-        voxd_sphinx_resolve(ps, "ps_args", api.ps_args, missing);
-        voxd_sphinx_resolve(ps, "ps_init", api.ps_init, missing);
-        voxd_sphinx_resolve(ps, "ps_free", api.ps_free, missing);
-        voxd_sphinx_resolve(ps, "ps_get_config", api.ps_get_config, missing);
-        voxd_sphinx_resolve(ps, "ps_get_feat", api.ps_get_feat, missing);
-        voxd_sphinx_resolve(ps, "ps_get_logmath", api.ps_get_logmath, missing);
-        voxd_sphinx_resolve(ps, "ps_start_stream", api.ps_start_stream, missing);
-        voxd_sphinx_resolve(ps, "ps_start_utt", api.ps_start_utt, missing);
-        voxd_sphinx_resolve(ps, "ps_process_raw", api.ps_process_raw, missing);
-        voxd_sphinx_resolve(ps, "ps_end_utt", api.ps_end_utt, missing);
-        voxd_sphinx_resolve(ps, "ps_get_in_speech", api.ps_get_in_speech, missing);
-        voxd_sphinx_resolve(ps, "ps_get_hyp", api.ps_get_hyp, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_iter", api.ps_seg_iter, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_next", api.ps_seg_next, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_word", api.ps_seg_word, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_frames", api.ps_seg_frames, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_prob", api.ps_seg_prob, missing);
-        voxd_sphinx_resolve(ps, "ps_seg_free", api.ps_seg_free, missing);
+        voxd_clib_resolve(base, "cmd_ln_parse_r", api.cmd_ln_parse_r, missing);
+        voxd_clib_resolve(base, "cmd_ln_free_r", api.cmd_ln_free_r, missing);
+        voxd_clib_resolve(base, "cmd_ln_int_r", api.cmd_ln_int_r, missing);
+        voxd_clib_resolve(base, "cmd_ln_float_r", api.cmd_ln_float_r, missing);
+        voxd_clib_resolve(base, "err_set_callback", api.err_set_callback, missing);
+        voxd_clib_resolve(base, "err_set_logfp", api.err_set_logfp, missing);
+        voxd_clib_resolve(base, "logmath_exp", api.logmath_exp, missing);
+        voxd_clib_resolve(ps, "ps_args", api.ps_args, missing);
+        voxd_clib_resolve(ps, "ps_init", api.ps_init, missing);
+        voxd_clib_resolve(ps, "ps_free", api.ps_free, missing);
+        voxd_clib_resolve(ps, "ps_get_config", api.ps_get_config, missing);
+        voxd_clib_resolve(ps, "ps_get_feat", api.ps_get_feat, missing);
+        voxd_clib_resolve(ps, "ps_get_logmath", api.ps_get_logmath, missing);
+        voxd_clib_resolve(ps, "ps_start_stream", api.ps_start_stream, missing);
+        voxd_clib_resolve(ps, "ps_start_utt", api.ps_start_utt, missing);
+        voxd_clib_resolve(ps, "ps_process_raw", api.ps_process_raw, missing);
+        voxd_clib_resolve(ps, "ps_end_utt", api.ps_end_utt, missing);
+        voxd_clib_resolve(ps, "ps_get_in_speech", api.ps_get_in_speech, missing);
+        voxd_clib_resolve(ps, "ps_get_hyp", api.ps_get_hyp, missing);
+        voxd_clib_resolve(ps, "ps_seg_iter", api.ps_seg_iter, missing);
+        voxd_clib_resolve(ps, "ps_seg_next", api.ps_seg_next, missing);
+        voxd_clib_resolve(ps, "ps_seg_word", api.ps_seg_word, missing);
+        voxd_clib_resolve(ps, "ps_seg_frames", api.ps_seg_frames, missing);
+        voxd_clib_resolve(ps, "ps_seg_prob", api.ps_seg_prob, missing);
+        voxd_clib_resolve(ps, "ps_seg_free", api.ps_seg_free, missing);
         if (!missing.empty()) {
             failure = "the installed libpocketsphinx.so.3 lacks " + missing + " (voxd needs pocketsphinx 5prealpha): " + k_install_hint;
             return;
@@ -261,7 +237,7 @@ private:
     template <typename F>
     void call(const char * what, F fn) {
         t_first_error.clear();
-        if (!voxd_sphinx_guarded(fn)) {
+        if (!voxd_clib_guarded(t_fatal_jump, fn)) {
             broken = true;
             throw voxd_error("transcription_failed", std::string("pocketsphinx failed in ") + what + ": " +
                                                          (t_first_error.empty() ? "fatal error" : t_first_error));
@@ -281,7 +257,7 @@ void voxd_sphinx_decoder::init(const voxd_sphinx_paths & paths) {
     cmd_ln_t * config = nullptr; // ours; ps_init takes a reference of its own
     std::lock_guard<std::mutex> lock(g_init_mutex);
     t_first_error.clear();
-    const bool survived = voxd_sphinx_guarded([&] {
+    const bool survived = voxd_clib_guarded(t_fatal_jump, [&] {
         config = api.cmd_ln_parse_r(nullptr, api.ps_args(), (int32) (sizeof(argv) / sizeof(argv[0])), argv, TRUE);
         if (config) {
             ps = api.ps_init(config);

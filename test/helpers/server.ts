@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import OpenAI from 'openai';
 import { resolveConfig, type Config } from '../../src/config.js';
 import { createLogger, closeLogger } from '../../src/logger.js';
 import { startServer, type RunningServer } from '../../src/server.js';
@@ -37,4 +39,17 @@ export async function startTestServer(
 export async function cancelledJobs(base: string): Promise<number> {
   const metrics = await (await fetch(`${base}/metrics`)).text();
   return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
+
+/** The official SDK pointed at a test server (no retries: a test sees the first answer). */
+export function sdk(base: string): OpenAI {
+  return new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-placeholder', maxRetries: 0 });
+}
+
+/** Asserts the vendor error envelope with this status, code and (when given) param. */
+export async function expectEnvelope(response: Response, status: number, code: string, param?: string): Promise<void> {
+  assert.equal(response.status, status, await response.clone().text());
+  const { error } = (await response.json()) as { error: { code: string; param: string | null; message: string } };
+  assert.equal(error.code, code, error.message);
+  if (param) assert.equal(error.param, param);
 }
