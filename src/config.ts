@@ -41,6 +41,7 @@ export const configSchema = z.object({
   maxJsonKb: positiveInt.default(1024),
   maxInputChars: positiveInt.default(4096),
   maxRealtimeSessions: positiveInt.default(100),
+  realtimeIdleTimeout: nonNegativeInt.default(300),
   shutdownTimeout: nonNegativeInt.default(30),
   cacheDir: z
     .string()

@@ -17,7 +17,7 @@ import { StreamResampler } from '../src/services/audio/resample.js';
 import { JFK_WAV, SHARED, SILERO_V6 } from './helpers/paths.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
-import { readWavMono } from './helpers/wav.js';
+import { pcm16, readWavMono } from './helpers/wav.js';
 import { whisperTestModel } from './helpers/whisper-models.js';
 
 const CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0870.wav');
@@ -26,12 +26,6 @@ interface ServerEvent {
   type: string;
   event_id: string;
   [key: string]: unknown;
-}
-
-function pcm16(samples: Float32Array): Buffer {
-  const out = Buffer.alloc(samples.length * 2);
-  samples.forEach((v, i) => out.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(v * 32768))), i * 2));
-  return out;
 }
 
 /** 100 ms appends of `samples` at `rate`. */
@@ -266,6 +260,49 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
     }
   });
 
+  it('answers beta clients in the beta event family', async () => {
+    const client = new RawClient(wsUrl('?intent=transcription'), ['realtime', 'openai-beta.realtime-v1']);
+    try {
+      const created = await client.next('transcription_session.created');
+      assert.equal((created.session as { model: unknown }).model, null);
+      client.send({
+        type: 'transcription_session.update',
+        session: { input_audio_format: 'pcm16', input_audio_transcription: { model: 'whisper-1', language: 'en', prompt: 'Dashwood' }, turn_detection: null },
+      });
+      const updated = (await client.next('transcription_session.updated')).session as {
+        model: string;
+        audio: { input: { format: { rate: number }; transcription: unknown; turn_detection: unknown } };
+      };
+      assert.equal(updated.model, 'whisper-1');
+      assert.deepEqual(updated.audio.input.transcription, { model: 'whisper-1', language: 'en', prompt: 'Dashwood' });
+      assert.equal(updated.audio.input.format.rate, 24000, 'beta input is pcm16 at 24 kHz');
+      const resampler = new StreamResampler(16000, 24000);
+      const at24k = Float32Array.from([...resampler.process(clip.subarray(0, 16000 * 3)), ...resampler.flush()]);
+      const { transcript, deltas } = await turn(client, at24k, 24000);
+      assert.equal(deltas, transcript);
+      assert.ok(transcript.length > 0);
+      assert.ok(!client.events.some((e) => e.type.startsWith('session.')), 'no GA session events');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('closes sessions of both endpoints that send nothing for --realtime-idle-timeout', async () => {
+    const idle = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { realtimeIdleTimeout: 1 });
+    const ws = idle.base.replace('http', 'ws');
+    const vendor = new RawClient(`${ws}/v1/realtime`);
+    const vendorClosed = new Promise<number>((resolve) => vendor.socket.once('close', resolve));
+    const simple = new WebSocket(`${ws}/v1/audio/transcriptions/realtime`);
+    const simpleMessages: string[] = [];
+    simple.on('message', (data) => simpleMessages.push(String(data)));
+    const simpleClosed = new Promise<number>((resolve) => simple.once('close', resolve));
+    assert.equal(((await vendor.next('error')).error as { code: string }).code, 'idle_timeout');
+    assert.equal(await vendorClosed, 4408);
+    assert.equal(await simpleClosed, 4408);
+    assert.deepEqual(JSON.parse(simpleMessages[0] ?? '{}').status, 'error');
+    assert.match(String(JSON.parse(simpleMessages[0] ?? '{}').error), /realtime-idle-timeout/);
+  });
+
   it('refuses sessions beyond --max-realtime-sessions with 503 until one closes', async () => {
     const small = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { maxRealtimeSessions: 1 });
     const url = `${small.base.replace('http', 'ws')}/v1/realtime`;
@@ -298,6 +335,10 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
       assert.deepEqual(codes, ['invalid_request_error', 'invalid_request_error', 'invalid_json', 'unsupported_turn_detection']);
       client.send({ type: 'input_audio_buffer.clear' });
       await client.next('input_audio_buffer.cleared');
+      // the vendor's limit: 15 MiB of audio per append
+      client.send({ type: 'input_audio_buffer.append', event_id: 'evt_big', audio: Buffer.alloc(15 * 1024 * 1024 + 2).toString('base64') });
+      const big = (await client.next('error')).error as { code: string; event_id: string; param: string };
+      assert.deepEqual([big.code, big.event_id, big.param], ['input_audio_buffer_append_too_large', 'evt_big', 'audio']);
       assert.equal(client.socket.readyState, WebSocket.OPEN);
     } finally {
       await client.close();

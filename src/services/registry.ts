@@ -68,6 +68,8 @@ interface Entry {
   pinned: boolean;
   /** Unloaded by a client while in use: freed when the last lease is released. */
   retired: boolean;
+  /** Position in load order (see `latestLoaded`). */
+  loadOrder: number;
 }
 
 const MODEL_FILE = /\.(bin|gguf)$/i;
@@ -75,6 +77,7 @@ const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
 
 export class ModelRegistry {
   private readonly entries = new Map<string, Entry>();
+  private loads = 0;
   private readonly sweeper: NodeJS.Timeout | null;
 
   constructor(private readonly options: RegistryOptions) {
@@ -121,6 +124,15 @@ export class ModelRegistry {
         this.releaseEntry(entry);
       },
     };
+  }
+
+  /** The loaded model of `task` that finished loading last (the model a client most likely chose with POST /v1/models). */
+  latestLoaded(task: ModelTask): string | null {
+    let latest: Entry | null = null;
+    for (const entry of this.entries.values()) {
+      if (entry.model?.task === task && !entry.retired && (!latest || entry.loadOrder > latest.loadOrder)) latest = entry;
+    }
+    return latest?.id ?? null;
   }
 
   /** POST /v1/models: loads (or finds loaded) and describes the model. */
@@ -213,11 +225,13 @@ export class ModelRegistry {
         lastUsed: Date.now(),
         pinned: false,
         retired: false,
+        loadOrder: 0,
       };
       created.loading = this.loadModel(id).then(
         (model) => {
           created.model = model;
           created.created = Math.floor(Date.now() / 1000);
+          created.loadOrder = ++this.loads;
           this.options.metrics.modelLoads.inc({ outcome: 'ok' });
           this.enforceLimit(created);
           return model;

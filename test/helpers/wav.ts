@@ -43,7 +43,12 @@ export function wavBytes(samples: Float32Array, sampleRate: number, dataSize?: n
   header.writeUInt16LE(16, 34);
   header.write('data', 36, 'ascii');
   header.writeUInt32LE(dataSize ?? samples.length * 2, 40);
+  return Buffer.concat([header, pcm16(samples)]);
+}
+
+/** Float samples as 16-bit little-endian PCM, clipped. */
+export function pcm16(samples: Float32Array): Buffer {
   const pcm = new Int16Array(samples.length); // little-endian hosts only, like the rest of voxd
   for (let i = 0; i < samples.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, Math.round((samples[i] as number) * 32768)));
-  return Buffer.concat([header, Buffer.from(pcm.buffer)]);
+  return Buffer.from(pcm.buffer);
 }

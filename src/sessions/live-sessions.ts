@@ -1,0 +1,144 @@
+/**
+ * What the live transcription sessions of both WebSocket endpoints share: admission under
+ * --max-realtime-sessions, and each session's message backlog — messages handled one at a time in arrival order,
+ * the bytes waiting bounded, the time audio waits for the engine reported (sessions falling behind real time show
+ * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing.
+ */
+import { ApiError } from '../http/errors.js';
+import type { Logger } from '../logger.js';
+import { Counter, Gauge, Histogram, type Metrics } from '../services/metrics.js';
+
+/** Messages one session may have waiting for the engine: two of the largest appends (15 MiB of audio as base64). */
+export const MAX_BACKLOG_BYTES = 48 * 1024 * 1024;
+/** Close code of a session closed for --realtime-idle-timeout (4000–4999 are the application's; 408 as in HTTP). */
+export const IDLE_CLOSE_CODE = 4408;
+/** Audio that waited longer than this for the engine means the session no longer keeps up with real time. */
+const BEHIND_SECONDS = 2;
+const LAG_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30];
+
+export class LiveSessions {
+  private readonly open = new Map<string, number>();
+  private behind = 0;
+  private readonly fellBehind: Counter;
+  private readonly lag: Histogram;
+
+  constructor(
+    private readonly limits: { maxSessions: number; idleTimeoutSeconds: number },
+    metrics: Metrics,
+    private readonly logger: Logger,
+  ) {
+    metrics.add(
+      new Gauge('voxd_realtime_sessions', 'Open live transcription sessions by endpoint', () =>
+        [...this.open].map(([endpoint, value]) => ({ labels: { endpoint }, value })),
+      ),
+    );
+    metrics.add(
+      new Gauge('voxd_realtime_sessions_behind', `Live sessions whose messages waited more than ${BEHIND_SECONDS} s for the engine`, () => [
+        { value: this.behind },
+      ]),
+    );
+    this.fellBehind = metrics.add(new Counter('voxd_realtime_fell_behind_total', 'Times a live session fell behind real time, by endpoint'));
+    this.lag = metrics.add(new Histogram('voxd_realtime_lag_seconds', 'Time a live session message waited before it was handled', LAG_BUCKETS_S));
+  }
+
+  /** Refuses the upgrade (503) while every session slot is taken. */
+  admit(): void {
+    const total = [...this.open.values()].reduce((sum, n) => sum + n, 0);
+    if (total >= this.limits.maxSessions)
+      throw new ApiError('too_many_sessions', `${total} realtime sessions are open, the limit (--max-realtime-sessions); retry later`, {
+        headers: { 'Retry-After': '5' },
+      });
+  }
+
+  /**
+   * Counts a session in until its backlog is disposed. `onIdle` runs when the client sent nothing for
+   * --realtime-idle-timeout seconds; it gets the timeout's description for its error.
+   */
+  backlog(endpoint: string, sessionId: string, hooks: { onError(error: unknown): void; onIdle(reason: string): void }): MessageBacklog {
+    this.open.set(endpoint, (this.open.get(endpoint) ?? 0) + 1);
+    const idleSeconds = this.limits.idleTimeoutSeconds;
+    return new MessageBacklog(idleSeconds, {
+      ...hooks,
+      onIdle: () => hooks.onIdle(`no message for ${idleSeconds} s (--realtime-idle-timeout)`),
+      waited: (seconds) => this.lag.observe({ endpoint }, seconds),
+      behindChanged: (behind) => {
+        this.behind += behind ? 1 : -1;
+        if (!behind) return;
+        this.fellBehind.inc({ endpoint });
+        this.logger.warn({ session: sessionId, endpoint }, 'live session fell behind real time');
+      },
+      disposed: () => this.open.set(endpoint, (this.open.get(endpoint) ?? 1) - 1),
+    });
+  }
+}
+
+interface BacklogHooks {
+  waited(seconds: number): void;
+  behindChanged(behind: boolean): void;
+  disposed(): void;
+  onError(error: unknown): void;
+  onIdle(): void;
+}
+
+/** One session's messages, handled one at a time in arrival order. */
+export class MessageBacklog {
+  private tail: Promise<void> = Promise.resolve();
+  private bytes = 0;
+  private behind = false;
+  private disposed = false;
+  private readonly idle: NodeJS.Timeout | null;
+
+  constructor(
+    idleSeconds: number,
+    private readonly hooks: BacklogHooks,
+  ) {
+    // messages still being handled are not idleness
+    this.idle = idleSeconds > 0 ? setTimeout(() => (this.bytes > 0 ? this.idle?.refresh() : hooks.onIdle()), idleSeconds * 1000).unref() : null;
+  }
+
+  /** Bytes of messages received and not yet handled. */
+  get waitingBytes(): number {
+    return this.bytes;
+  }
+
+  /**
+   * Queues `handle` behind the messages before it. Returns false, queueing nothing, when `bytes` more would pass
+   * MAX_BACKLOG_BYTES: the client sends faster than the engine keeps up, and the caller tells it so.
+   */
+  push(bytes: number, handle: () => Promise<void>): boolean {
+    this.idle?.refresh();
+    if (this.bytes > 0 && this.bytes + bytes > MAX_BACKLOG_BYTES) return false;
+    this.bytes += bytes;
+    const arrived = performance.now();
+    this.tail = this.tail.then(async () => {
+      const waited = (performance.now() - arrived) / 1000;
+      this.hooks.waited(waited);
+      this.setBehind(waited > BEHIND_SECONDS);
+      try {
+        await handle();
+      } catch (error) {
+        this.hooks.onError(error);
+      } finally {
+        this.bytes -= bytes;
+        if (this.bytes === 0) this.setBehind(false);
+      }
+    });
+    return true;
+  }
+
+  /** Waits for every queued message, then stops counting the session. */
+  async dispose(): Promise<void> {
+    if (this.idle) clearTimeout(this.idle);
+    await this.tail;
+    if (this.disposed) return;
+    this.disposed = true;
+    this.setBehind(false);
+    this.hooks.disposed();
+  }
+
+  private setBehind(behind: boolean): void {
+    if (behind === this.behind || this.disposed) return;
+    this.behind = behind;
+    this.hooks.behindChanged(behind);
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * One WS /v1/audio/transcriptions/realtime session (voxd-api.md): a JSON configuration message, then binary PCM16
+ * frames; the VAD cuts utterances and each one comes back as `delta` messages while it is decoded and a `complete`
+ * message at its end. `{"action":"stop"}` finishes the utterance in progress and closes. Errors are
+ * `{"error","status":"error"}`. Clients of the seed that send audio without a configuration get the defaults.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { ApiError } from '../http/errors.js';
+import type { WsConnection } from '../http/websocket.js';
+import type { Logger } from '../logger.js';
+import { DEFAULT_TURN_DETECTION, LiveError, LiveTranscriber, type CompletedTurn, type LiveContext } from '../services/live-transcriber.js';
+import type { ModelRegistry } from '../services/registry.js';
+import { IDLE_CLOSE_CODE, type LiveSessions, type MessageBacklog } from './live-sessions.js';
+
+/** Largest binary frame: the vendor's limit for one append of audio. */
+export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
+
+export interface VadTranscriptionContext extends Omit<LiveContext, 'noModelHint'> {
+  registry: ModelRegistry;
+  sessions: LiveSessions;
+  logger: Logger;
+  /** --stt-model: serves when the client names no model and none has been loaded. */
+  defaultModel: string | null;
+}
+
+const ConfigMessage = z
+  .object({
+    model: z.string().trim().min(1).optional(),
+    language: z.string().trim().min(1).optional(),
+    sample_rate: z.number().int().min(1000).max(384000).default(16000),
+    streaming: z.boolean().default(true),
+  })
+  .passthrough();
+
+type Phase = 'configuring' | 'transcribing' | 'stopping';
+
+export class VadTranscriptionSession {
+  readonly id = `vad_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
+  private phase: Phase = 'configuring';
+  private transcriber: LiveTranscriber | null = null;
+  private streaming = true;
+  /** The language reported in `complete`: the client's, or the model's only one. */
+  private language: string | null = null;
+  /** The model serving the session (named in `ready`). */
+  private model: string | null = null;
+  private readonly backlog: MessageBacklog;
+  private closed = false;
+  private readonly abort = new AbortController();
+
+  constructor(
+    private readonly connection: WsConnection,
+    private readonly context: VadTranscriptionContext,
+  ) {
+    this.backlog = context.sessions.backlog('/v1/audio/transcriptions/realtime', this.id, {
+      onError: (error) => this.fail(error),
+      onIdle: (reason) => {
+        this.fail(new LiveError('idle_timeout', `session closed: ${reason}`));
+        this.connection.close(IDLE_CLOSE_CODE, 'idle timeout');
+      },
+    });
+  }
+
+  receive(data: string | Buffer, isBinary: boolean): void {
+    const queued = this.backlog.push(data.length, () => this.handle(data, isBinary));
+    if (!queued)
+      this.fail(
+        new LiveError(
+          'session_backlog_full',
+          `${Math.round(this.backlog.waitingBytes / 1048576)} MiB of audio wait for the engine; this frame was dropped. Send audio at real-time pace`,
+        ),
+      );
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.abort.abort();
+    await this.backlog.dispose();
+    await this.transcriber?.close();
+  }
+
+  private async handle(data: string | Buffer, isBinary: boolean): Promise<void> {
+    if (this.closed || this.phase === 'stopping') return;
+    if (isBinary) {
+      if (this.phase === 'configuring') await this.configure({});
+      return (this.transcriber as LiveTranscriber).append(data as Buffer);
+    }
+    let message: unknown;
+    try {
+      message = JSON.parse(data as string);
+    } catch {
+      throw new LiveError('invalid_json', 'the message is not valid JSON');
+    }
+    if (typeof message === 'object' && message !== null && (message as { action?: unknown }).action === 'stop') return this.stop();
+    if (this.phase === 'configuring') return this.configure(message);
+    throw new LiveError('invalid_request_error', 'send audio as binary PCM16 frames, or {"action":"stop"} to finish; the configuration is set once, first');
+  }
+
+  private async configure(message: unknown): Promise<void> {
+    const parsed = ConfigMessage.safeParse(message);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new LiveError('invalid_request_error', `invalid configuration: ${issue?.path.join('.') || 'message'}: ${issue?.message ?? 'invalid'}`);
+    }
+    const config = parsed.data;
+    const model = config.model ?? this.context.registry.latestLoaded('stt') ?? this.context.defaultModel;
+    this.streaming = config.streaming;
+    this.transcriber = new LiveTranscriber(
+      { ...this.context, noModelHint: 'name one in the configuration message, load one with POST /v1/models, or start the server with --stt-model' },
+      { model, language: config.language ?? null, prompt: null, rate: config.sample_rate, turnDetection: DEFAULT_TURN_DETECTION },
+      {
+        opened: () => undefined,
+        delta: (delta) => {
+          if (this.streaming) this.connection.send({ type: 'delta', delta });
+        },
+        stopped: () => undefined,
+        committed: () => undefined,
+        completed: (turn) => this.complete(turn),
+      },
+      this.abort.signal,
+    );
+    this.phase = 'transcribing';
+    try {
+      const loaded = await this.transcriber.prepare();
+      this.model = loaded.id;
+      const languages = loaded.capabilities.languages;
+      this.language = config.language ?? (languages?.length === 1 ? (languages[0] ?? null) : null);
+    } catch (error) {
+      // a session without a model has nothing to do
+      throw error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : error;
+    }
+    this.connection.send({ status: 'ready', message: 'Ready to transcribe', model: this.model });
+  }
+
+  private complete(turn: CompletedTurn): void {
+    const text = turn.transcript.trim();
+    this.connection.send({
+      type: 'complete',
+      text,
+      segments: [{ id: 0, start: turn.startMs / 1000, end: turn.endMs / 1000, text }],
+      language: this.language,
+      is_partial: turn.cut,
+    });
+  }
+
+  private async stop(): Promise<void> {
+    this.phase = 'stopping';
+    await this.transcriber?.flush();
+    this.connection.close(1000, 'stopped');
+  }
+
+  private fail(error: unknown): void {
+    const known = error instanceof LiveError ? error : error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : null;
+    if (!known) this.context.logger.error({ err: error, session: this.id }, 'live transcription failed');
+    this.connection.send({ error: known?.message ?? 'internal server error', status: 'error' });
+    if (!known || known.fatal) this.connection.close(1011, (known?.message ?? 'internal server error').slice(0, 120));
+  }
+}
