@@ -323,6 +323,12 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
   });
 
   it('answers bad input with error events, keeps the socket open, and closes when no model is set', async () => {
+    // a session beside the misbehaving ones, unaffected by them
+    const bystander = new RawClient(wsUrl('?model=whisper-1'));
+    await bystander.next('session.created');
+    bystander.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } } });
+    await bystander.next('session.updated');
+    for (const append of appends(clip.subarray(0, 16000 * 2), 16000)) bystander.send(append);
     const client = new RawClient(wsUrl('?model=whisper-1'));
     try {
       await client.next('session.created');
@@ -350,6 +356,13 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
     modelless.send({ type: 'input_audio_buffer.append', audio: pcm16(clip.subarray(0, 1600)).toString('base64') });
     assert.equal(((await modelless.next('error')).error as { code: string }).code, 'model_not_set');
     await new Promise((resolve) => modelless.socket.once('close', resolve));
+
+    const rest = clip.subarray(16000 * 2);
+    const { transcript, deltas } = await turn(bystander, rest, 16000);
+    assert.equal(deltas, transcript);
+    assert.ok(wer(fileTranscript, transcript) <= 0.1, transcript);
+    assert.ok(!bystander.events.some((e) => e.type === 'error'));
+    await bystander.close();
   });
 });
 
