@@ -51,6 +51,7 @@ function serveCommand(): Command {
     .option('--model-concurrency <n>', 'jobs that run at once per model (default: number of CPU cores)')
     .option('--max-upload-mb <mb>', 'largest accepted audio upload, in MiB (default: 100)')
     .option('--max-audio-seconds <seconds>', 'longest accepted audio input, in seconds of decoded audio (default: 3600)')
+    .option('--max-separation-seconds <seconds>', 'longest audio accepted by /v1/audio/separations, in seconds (default: 600)')
     .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
     .option('--max-input-chars <n>', 'longest text accepted by /v1/audio/speech, in characters (default: 4096)')
     .option('--max-realtime-sessions <n>', 'WebSocket transcription sessions open at once; more are refused with 503 (default: 100)')

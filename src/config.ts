@@ -38,6 +38,7 @@ export const configSchema = z.object({
   modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
   maxUploadMb: positiveInt.default(100),
   maxAudioSeconds: positiveInt.default(3600),
+  maxSeparationSeconds: positiveInt.default(600),
   maxJsonKb: positiveInt.default(1024),
   maxInputChars: positiveInt.default(4096),
   maxRealtimeSessions: positiveInt.default(100),

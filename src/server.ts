@@ -5,6 +5,7 @@
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
+import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { whisperEngine } from './engines/whisper.js';
 import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
@@ -14,8 +15,8 @@ import { loadNative, NativeLogLevel } from './native/addon.js';
 import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
 import { mountOperationRoutes } from './routes/operations.js';
-import { mountPendingRoutes } from './routes/pending.js';
 import { mountRealtimeRoutes } from './routes/realtime.js';
+import { mountSeparationRoutes } from './routes/separations.js';
 import { mountSpeechRoutes } from './routes/speech.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
@@ -57,6 +58,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     builtins: {
       [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) },
       [FLITE_MODEL_ID]: { task: 'tts', engine: FLITE_ENGINE, load: (id) => loadFliteModel(id) },
+      [SEPARATOR_MODEL_ID]: { task: 'separation', engine: SEPARATOR_ENGINE, load: (id) => loadSeparatorModel(id) },
     },
   });
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
@@ -76,7 +78,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountTranscriptionRoutes(http, context);
   mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize, maxQueue: config.maxQueue }));
   mountRealtimeRoutes(http, context);
-  mountPendingRoutes(http);
+  mountSeparationRoutes(http, context);
 
   const port = await http.listen(config.host, config.port);
   logger.info({ host: config.host, port }, `voxd listening on http://${config.host}:${port}`);

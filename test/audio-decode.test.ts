@@ -4,10 +4,8 @@
  * os.tmpdir()/voxd-test-audio, keyed by source, format and ffmpeg arguments, so repeated runs are fast.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import zlib from 'node:zlib';
@@ -21,8 +19,8 @@ import { SPHINX_INSTALLED, wer } from './helpers/transcripts.js';
 import { readWavMono, wavBytes } from './helpers/wav.js';
 import { correlation, rms } from './helpers/signal.js';
 import { nativeRejection } from './helpers/native.js';
+import { convert, ensureFfmpeg, FORMATS, type Format } from './helpers/formats.js';
 
-const CACHE = path.join(os.tmpdir(), 'voxd-test-audio');
 const MUSIC = path.join(SHARED, 'audio', 'music', 'loop_tabla.flac'); // the longest loop: 1% of it exceeds an AAC frame
 const JFK_MP3 = path.join(SHARED, 'audio', 'speech', 'jfk.mp3');
 const RATES = [16000, 24000];
@@ -92,104 +90,6 @@ async function decodesOrRefuses(data: Buffer, what: string): Promise<void> {
     assert.equal((error as NativeError).code, 'invalid_audio', `${what}: ${String(error)}`);
     assert.ok((error as Error).message.length > 10, what);
   }
-}
-
-// ---- the ffmpeg command, for conversions ----
-
-function haveFfmpeg(): boolean {
-  return spawnSync('ffmpeg', ['-version']).status === 0 && spawnSync('ffprobe', ['-version']).status === 0;
-}
-
-/** null when ffmpeg is there (installing it with apt-get when root on Debian), else why the suite skips. */
-function ensureFfmpeg(): string | null {
-  if (haveFfmpeg()) return null;
-  if (process.getuid?.() === 0 && fs.existsSync('/usr/bin/apt-get')) {
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    const install = () => spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'ffmpeg'], { env, stdio: 'ignore' }).status === 0;
-    if (!install()) {
-      spawnSync('apt-get', ['update'], { env, stdio: 'ignore' });
-      install();
-    }
-    if (haveFfmpeg()) return null;
-  }
-  return 'the ffmpeg command (Debian package "ffmpeg", used to convert the test clips) is missing and could not be installed: run `apt-get install ffmpeg`';
-}
-
-interface Format {
-  name: string;
-  ext: string;
-  /** ffmpeg output arguments; `stereo` says whether the source has two channels. */
-  args: (stereo: boolean) => string[];
-  codec: string;
-  container: string;
-  lossless?: boolean;
-  /** The rate of the encoded stream when the codec forces one (Opus: 48 kHz). */
-  rate?: number;
-  /** Channels of the encoded stream when the format forces them. */
-  channels?: number;
-}
-
-const FORMATS: Format[] = [
-  { name: 'mp3', ext: 'mp3', args: () => ['-c:a', 'libmp3lame', '-b:a', '96k'], codec: 'mp3', container: 'mp3' },
-  { name: 'flac', ext: 'flac', args: () => ['-c:a', 'flac'], codec: 'flac', container: 'flac', lossless: true },
-  { name: 'm4a (faststart)', ext: 'm4a', args: () => ['-c:a', 'aac', '-b:a', '128k', '-movflags', '+faststart'], codec: 'aac', container: 'm4a' },
-  { name: 'm4a (moov at the end)', ext: 'm4a', args: () => ['-c:a', 'aac', '-b:a', '128k'], codec: 'aac', container: 'm4a' },
-  { name: 'aac (adts)', ext: 'aac', args: () => ['-c:a', 'aac', '-b:a', '128k', '-f', 'adts'], codec: 'aac', container: 'aac' },
-  { name: 'ogg vorbis', ext: 'ogg', args: () => ['-c:a', 'libvorbis', '-q:a', '5'], codec: 'vorbis', container: 'ogg' },
-  { name: 'opus in ogg', ext: 'opus', args: () => ['-c:a', 'libopus', '-b:a', '64k'], codec: 'opus', container: 'ogg', rate: 48000 },
-  { name: 'opus in webm', ext: 'webm', args: () => ['-c:a', 'libopus', '-b:a', '64k', '-f', 'webm'], codec: 'opus', container: 'webm', rate: 48000 },
-  { name: 'vorbis in matroska', ext: 'mka', args: () => ['-c:a', 'libvorbis', '-f', 'matroska'], codec: 'vorbis', container: 'matroska' },
-  { name: 'wav 8-bit', ext: 'wav', args: () => ['-c:a', 'pcm_u8'], codec: 'pcm_u8', container: 'wav', lossless: true },
-  { name: 'wav 16-bit', ext: 'wav', args: () => ['-c:a', 'pcm_s16le'], codec: 'pcm_s16le', container: 'wav', lossless: true },
-  { name: 'wav 24-bit', ext: 'wav', args: () => ['-c:a', 'pcm_s24le'], codec: 'pcm_s24le', container: 'wav', lossless: true },
-  { name: 'wav 32-bit', ext: 'wav', args: () => ['-c:a', 'pcm_s32le'], codec: 'pcm_s32le', container: 'wav', lossless: true },
-  { name: 'wav 32-bit float', ext: 'wav', args: () => ['-c:a', 'pcm_f32le'], codec: 'pcm_f32le', container: 'wav', lossless: true },
-  {
-    name: 'wav stereo 48 kHz',
-    ext: 'wav',
-    // a mono source is copied into both channels, so the average down-mix gives the original back
-    args: (stereo) => [...(stereo ? [] : ['-af', 'pan=stereo|c0=c0|c1=c0']), '-ar', '48000', '-c:a', 'pcm_s16le'],
-    codec: 'pcm_s16le',
-    container: 'wav',
-    lossless: true,
-    rate: 48000,
-    channels: 2,
-  },
-  {
-    name: 'mp3 stereo 48 kHz',
-    ext: 'mp3',
-    args: (stereo) => [...(stereo ? [] : ['-af', 'pan=stereo|c0=c0|c1=c0']), '-ar', '48000', '-c:a', 'libmp3lame', '-b:a', '128k'],
-    codec: 'mp3',
-    container: 'mp3',
-    rate: 48000,
-    channels: 2,
-  },
-];
-
-/** Converts `source` with ffmpeg (cached); returns the file's path. */
-function convert(source: string, format: Format, stereo: boolean): string {
-  const args = format.args(stereo);
-  const stat = fs.statSync(source);
-  const key = createHash('sha256')
-    .update(JSON.stringify([source, stat.size, stat.mtimeMs, args]))
-    .digest('hex')
-    .slice(0, 12);
-  const base = `${path.basename(source, path.extname(source))}-${format.name.replace(/[^a-z0-9]+/gi, '-')}-${key}.${format.ext}`;
-  const out = path.join(CACHE, base);
-  if (fs.existsSync(out)) return out;
-  fs.mkdirSync(CACHE, { recursive: true });
-  const tmp = `${out}.${process.pid}.tmp`;
-  const run = spawnSync('ffmpeg', ['-nostdin', '-v', 'error', '-y', '-i', source, ...args, '-f', ffmpegMuxer(format), tmp], { encoding: 'utf8' });
-  assert.equal(run.status, 0, `ffmpeg ${format.name}: ${run.stderr}`);
-  fs.renameSync(tmp, out); // atomic: a concurrent run never sees half a file
-  return out;
-}
-
-function ffmpegMuxer(format: Format): string {
-  const args = format.args(false);
-  const explicit = args.lastIndexOf('-f');
-  if (explicit >= 0) return args[explicit + 1] as string;
-  return { mp3: 'mp3', flac: 'flac', m4a: 'ipod', aac: 'adts', ogg: 'ogg', opus: 'ogg', webm: 'webm', mka: 'matroska', wav: 'wav' }[format.ext] as string;
 }
 
 function probeDuration(file: string): number {

@@ -5,6 +5,7 @@
 #include "voxd-encode.h"
 #include "voxd-flite.h"
 #include "voxd-resample.h"
+#include "voxd-separate.h"
 #include "voxd-sphinx.h"
 #include "voxd-vad.h"
 #include "voxd-whisper.h"
@@ -76,6 +77,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_sphinx_init(env, exports);
     voxd_flite_init(env, exports);
     voxd_resample_init(env, exports);
+    voxd_separate_init(env, exports);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

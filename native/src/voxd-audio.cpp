@@ -194,11 +194,15 @@ std::string voxd_seconds_text(double seconds) {
 
 // ---- down-mix and resample ----
 
-// Converts decoded frames of any layout, rate and sample format to mono float32 at the output rate. Rebuilt
-// when a stream changes format mid-way (chained Ogg, MP3 rate switches), after draining the old one.
+// Converts decoded frames of any layout, rate and sample format to float32 at the output rate, mono or
+// interleaved stereo. Rebuilt when a stream changes format mid-way (chained Ogg, MP3 rate switches), after
+// draining the old one; an output rate or channel count of 0 is taken from the first frame and then kept.
 class voxd_resampler {
 public:
-    explicit voxd_resampler(int out_rate) : m_out_rate(out_rate) {}
+    voxd_resampler(int out_rate, int out_channels) : m_out_rate(out_rate), m_out_channels(out_channels) {}
+
+    int rate() const { return m_out_rate; }         // 0 until the first frame when it follows the source
+    int channels() const { return m_out_channels; } // likewise
     ~voxd_resampler() { av_channel_layout_uninit(&m_in_layout); }
 
     void push(const AVFrame * frame, std::vector<float> & out) {
@@ -239,14 +243,21 @@ private:
         }
         m_in_rate   = frame->sample_rate;
         m_in_format = frame->format;
+        if (m_out_rate == 0) {
+            m_out_rate = m_in_rate;
+        }
+        if (m_out_channels == 0) {
+            m_out_channels = std::min(channels, 2);
+        }
 
         SwrContext * raw = nullptr;
-        AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO; // not const: FFmpeg 5.1's prototype takes a plain pointer
-        int ret = swr_alloc_set_opts2(&raw, &mono, AV_SAMPLE_FMT_FLT, m_out_rate, &m_in_layout,
+        // not const: FFmpeg 5.1's prototype takes a plain pointer
+        AVChannelLayout out_layout = m_out_channels == 1 ? (AVChannelLayout) AV_CHANNEL_LAYOUT_MONO : (AVChannelLayout) AV_CHANNEL_LAYOUT_STEREO;
+        int ret = swr_alloc_set_opts2(&raw, &out_layout, AV_SAMPLE_FMT_FLT, m_out_rate, &m_in_layout,
                                       (AVSampleFormat) m_in_format, m_in_rate, 0, nullptr);
         m_swr.reset(raw);
-        if (ret >= 0) {
-            ret = set_downmix(raw, mono, channels);
+        if (ret >= 0 && m_out_channels == 1) {
+            ret = set_downmix(raw, out_layout, channels);
         }
         if (ret >= 0) {
             ret = swr_init(raw);
@@ -296,10 +307,10 @@ private:
             return;
         }
         const size_t old = out.size();
-        out.resize(old + (size_t) room);
-        auto * dst = reinterpret_cast<uint8_t *>(out.data() + old);
+        out.resize(old + (size_t) room * m_out_channels);
+        auto * dst = reinterpret_cast<uint8_t *>(out.data() + old); // packed float: one plane, channels interleaved
         const int n = swr_convert(m_swr.get(), &dst, room, in, n_in);
-        out.resize(old + (size_t) std::max(n, 0));
+        out.resize(old + (size_t) std::max(n, 0) * m_out_channels);
         if (n < 0) {
             voxd_invalid_audio("the audio could not be resampled");
         }
@@ -310,6 +321,7 @@ private:
     static constexpr int max_rate     = 768000;
 
     int             m_out_rate;
+    int             m_out_channels;
     voxd_swr_ptr    m_swr;
     AVChannelLayout m_in_layout = {};
     int             m_in_rate   = 0;
@@ -414,11 +426,10 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
 
     voxd_decoded_audio out;
-    out.sample_rate = params.sample_rate;
     out.codec       = avcodec_get_name(stream->codecpar->codec_id);
     out.container   = voxd_container_name(fmt.get(), data, size);
 
-    const double max_samples = params.max_seconds > 0 ? params.max_seconds * params.sample_rate : 0;
+    voxd_resampler resampler(params.sample_rate, params.channels);
     // what the header says (WAV data size, FLAC STREAMINFO, MP3 Xing frame, MP4 index, ...), when it says
     double declared_seconds = 0;
     if (stream->duration > 0 && stream->duration != AV_NOPTS_VALUE) {
@@ -426,10 +437,11 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     } else if (fmt->duration > 0 && fmt->duration != AV_NOPTS_VALUE) {
         declared_seconds = (double) fmt->duration / AV_TIME_BASE;
     }
-    if (declared_seconds > 0) {
-        double expected = declared_seconds * params.sample_rate * 1.02 + 4096;
-        if (max_samples > 0) {
-            expected = std::min(expected, max_samples + 4096);
+    if (declared_seconds > 0 && resampler.rate() > 0 && resampler.channels() > 0) {
+        const double per_second = (double) resampler.rate() * resampler.channels();
+        double expected = declared_seconds * per_second * 1.02 + 4096;
+        if (params.max_seconds > 0) {
+            expected = std::min(expected, params.max_seconds * per_second + 4096);
         }
         out.samples.reserve((size_t) std::min(expected, (double) voxd_max_reserve));
     }
@@ -439,13 +451,12 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     if (!pkt || !frame) {
         throw std::bad_alloc();
     }
-    voxd_resampler resampler(params.sample_rate);
     int n_decode_errors = 0;
     int last_error      = 0;
     int read_error      = 0;
 
     auto check_length = [&]() {
-        if (max_samples > 0 && (double) out.samples.size() > max_samples) {
+        if (params.max_seconds > 0 && (double) out.samples.size() > params.max_seconds * resampler.rate() * resampler.channels()) {
             throw voxd_error("audio_too_long", "the audio is longer than the limit of " +
                                                    voxd_seconds_text(params.max_seconds) + " seconds");
         }
@@ -512,7 +523,9 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
 
     // a file cut short (an upload that stopped) usually decodes without a single error: compare with the header
-    const double decoded_seconds = (double) out.samples.size() / params.sample_rate;
+    out.sample_rate = resampler.rate();
+    out.channels    = resampler.channels();
+    const double decoded_seconds = out.sample_rate > 0 ? (double) out.samples.size() / out.channels / out.sample_rate : 0;
     const bool   cut_short       = declared_seconds > 0 && decoded_seconds + std::max(0.1, 0.02 * declared_seconds) < declared_seconds;
     out.truncated = read_error != 0 || n_decode_errors > 0 || cut_short;
     if (out.samples.empty()) {
@@ -547,11 +560,22 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
     Napi::Object options = info[1].As<Napi::Object>();
     voxd_audio_params params;
     Napi::Value rate = options.Get("sampleRate");
-    const double rate_value = rate.IsNumber() ? rate.As<Napi::Number>().DoubleValue() : 0;
-    if (!(rate_value >= 1000 && rate_value <= 384000) || rate_value != std::floor(rate_value)) {
-        throw voxd_make_js_error(env, "invalid_argument", "decodeAudio: sampleRate must be an integer from 1000 to 384000");
+    if (rate.IsUndefined()) {
+        params.sample_rate = 0; // the source's
+    } else {
+        const double rate_value = rate.IsNumber() ? rate.As<Napi::Number>().DoubleValue() : 0;
+        if (!(rate_value >= 1000 && rate_value <= 384000) || rate_value != std::floor(rate_value)) {
+            throw voxd_make_js_error(env, "invalid_argument", "decodeAudio: sampleRate must be an integer from 1000 to 384000");
+        }
+        params.sample_rate = (int) rate_value;
     }
-    params.sample_rate = (int) rate_value;
+    Napi::Value channels = options.Get("channels");
+    if (!channels.IsUndefined()) {
+        if (!channels.IsString() || (channels.As<Napi::String>().Utf8Value() != "mono" && channels.As<Napi::String>().Utf8Value() != "source")) {
+            throw voxd_make_js_error(env, "invalid_argument", "decodeAudio: channels must be 'mono' or 'source'");
+        }
+        params.channels = channels.As<Napi::String>().Utf8Value() == "mono" ? 1 : 0;
+    }
     Napi::Value max_seconds = options.Get("maxSeconds");
     if (!max_seconds.IsUndefined() && !max_seconds.IsNull()) {
         const double value = max_seconds.IsNumber() ? max_seconds.As<Napi::Number>().DoubleValue() : -1;
@@ -580,7 +604,8 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
             Napi::Object o = Napi::Object::New(env);
             o.Set("samples", Napi::Float32Array::New(env, n, buffer, 0));
             o.Set("sampleRate", audio.sample_rate);
-            o.Set("duration", (double) n / audio.sample_rate);
+            o.Set("channels", audio.channels);
+            o.Set("duration", (double) n / audio.channels / audio.sample_rate);
             o.Set("sourceSampleRate", audio.source_sample_rate);
             o.Set("sourceChannels", audio.source_channels);
             o.Set("codec", audio.codec);

@@ -1,5 +1,6 @@
 // Audio decoding with FFmpeg's libraries (libavformat, libavcodec, libswresample): a whole file held in
-// memory becomes mono float32 samples at the rate an engine wants.
+// memory becomes float32 samples at the rate an engine wants (or the source's), down-mixed to mono or kept as
+// mono/stereo.
 #pragma once
 
 #include "voxd-async.h"
@@ -10,13 +11,15 @@
 #include <vector>
 
 struct voxd_audio_params {
-    int    sample_rate = 16000; // output rate, Hz
+    int    sample_rate = 16000; // output rate, Hz; 0 = the source's (of its first frame)
+    int    channels    = 1;     // output channels: 1 = down-mixed to mono; 0 = the source's, at most 2 (more are down-mixed to stereo)
     double max_seconds = 0;     // > 0: fail with audio_too_long as soon as the decoded audio is longer
 };
 
 struct voxd_decoded_audio {
-    std::vector<float> samples;            // mono, at sample_rate
+    std::vector<float> samples;            // at sample_rate; interleaved when channels is 2
     int         sample_rate        = 0;
+    int         channels           = 1;
     int         source_sample_rate = 0;    // of the first decoded frame
     int         source_channels    = 0;
     std::string codec;                     // FFmpeg codec name: "mp3", "aac", "pcm_s16le", "opus", ...

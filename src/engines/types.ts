@@ -224,3 +224,31 @@ export interface TtsModel extends LoadedModel {
   createBatchSession?(maxBatchSize: number): TtsBatchSession;
   supportsBatchSession?(request: SynthesisRequest): boolean;
 }
+
+/** Audio at its own rate: one Float32Array per channel (1 or 2), all the same length. */
+export interface PcmAudio {
+  channels: Float32Array[];
+  sampleRate: number;
+}
+
+/** A sound a separator can extract, chosen by matching the request's free-text `description`. */
+export interface SeparationTarget {
+  /** Canonical name, e.g. `voice`. */
+  readonly name: string;
+  /** Lower-case singular words and phrases that select it (plurals match too). */
+  readonly synonyms: readonly string[];
+  /** How the target is extracted, for the README and the 400 that lists what a model serves. */
+  readonly method: string;
+}
+
+export interface SeparatorModel extends LoadedModel {
+  readonly task: 'separation';
+  readonly targets: readonly SeparationTarget[];
+  /** The target a description asks for (case-insensitive, synonyms, plurals), or null when none matches. */
+  match(description: string): SeparationTarget | null;
+  /**
+   * The target stem at the input's rate, channel count and length, on worker threads, in bounded blocks (memory
+   * grows with the input's length, not its square). The caller derives the residual as input − target.
+   */
+  separate(audio: PcmAudio, target: SeparationTarget, signal?: AbortSignal): Promise<Float32Array[]>;
+}

@@ -17,7 +17,6 @@ export const ERROR_CODES = {
   shutting_down: { status: 503, type: 'server_error' },
   too_many_sessions: { status: 503, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },
-  not_implemented: { status: 501, type: 'server_error' },
   server_error: { status: 500, type: 'server_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

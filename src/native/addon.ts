@@ -36,16 +36,21 @@ export interface NativeVadStream {
 }
 
 export interface NativeDecodeAudioOptions {
-  /** Output rate, Hz (an integer from 1000 to 384000). */
-  sampleRate: number;
+  /** Output rate, Hz (an integer from 1000 to 384000); omitted: the source's. */
+  sampleRate?: number;
+  /** `mono` (default): down-mixed; `source`: mono stays mono, anything wider becomes interleaved stereo. */
+  channels?: 'mono' | 'source';
   /** Reject with `audio_too_long` as soon as the decoded audio is longer than this. */
   maxSeconds?: number;
 }
 
-/** A whole audio file decoded by FFmpeg's libraries: down-mixed to mono, resampled to `sampleRate`. */
+/** A whole audio file decoded by FFmpeg's libraries, at `sampleRate`. */
 export interface NativeDecodedAudio {
+  /** Interleaved when `channels` is 2. */
   samples: Float32Array;
   sampleRate: number;
+  /** 1, or 2 for `channels: 'source'` input with more than one channel. */
+  channels: number;
   /** Seconds of output audio. */
   duration: number;
   sourceSampleRate: number;
@@ -332,6 +337,15 @@ export interface NativeResampler {
   reset(): void;
 }
 
+/** The built-in separator's methods: `harmonic` and `accompaniment` are the input minus `percussive` and `voice`. */
+export type NativeSeparationMethod = 'percussive' | 'harmonic' | 'voice' | 'accompaniment' | 'bass';
+
+export interface NativeSeparateOptions {
+  /** Rate of the input, Hz (an integer from 8000 to 192000). */
+  sampleRate: number;
+  method: NativeSeparationMethod;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -371,6 +385,11 @@ export interface NativeAddon {
   decodeAudio(data: Uint8Array, options: NativeDecodeAudioOptions, abort?: NativeAbortFlag): Promise<NativeDecodedAudio>;
   /** Throws `invalid_argument` for bad options, `encoder_unavailable` when the system's FFmpeg lacks the codec. */
   AudioEncoder: { new (options: NativeAudioEncoderOptions): NativeAudioEncoder; readonly formats: readonly NativeAudioFormat[] };
+  /**
+   * The target stem of 1 or 2 equal-length channels (STFT soft masks in bounded blocks, on a worker thread): as many
+   * channels of the same length. Rejects with `invalid_argument` or `aborted`.
+   */
+  separate(channels: Float32Array[], options: NativeSeparateOptions, abort?: NativeAbortFlag): Promise<Float32Array[]>;
   /** Throws `invalid_argument` unless both rates are integers from 1000 to 384000 (Hz). */
   Resampler: new (options: { inputRate: number; outputRate: number }) => NativeResampler;
   systemInfo(): NativeSystemInfo;

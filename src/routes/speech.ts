@@ -12,6 +12,7 @@ import type { HttpReply } from '../http/reply.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
 import { AUDIO_FORMATS, contentTypeOf, createEncoder, encodeAudio, fileExtensionOf, type AudioFormat } from '../services/audio/encode.js';
+import { concatSamples } from '../services/audio/samples.js';
 import { AbortedError } from '../services/scheduler.js';
 import { loadReferenceAudio } from '../services/tts/reference.js';
 import { splitSentences } from '../services/tts/sentences.js';
@@ -133,7 +134,7 @@ async function speak(req: HttpRequest, reply: HttpReply, context: RouteContext, 
       return;
     }
     const audio = await Promise.all(requests.map((request) => synthesizer.synthesize(model, request, { signal: req.signal })));
-    const body = await encodeAudio(concat(audio), { format, sampleRate: model.sampleRate });
+    const body = await encodeAudio(concatSamples(audio), { format, sampleRate: model.sampleRate });
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);
     reply.send(body);
   } catch (error) {
@@ -176,7 +177,7 @@ async function streamSpeech(reply: HttpReply, job: StreamJob): Promise<void> {
   let chain = Promise.resolve();
   const flush = (): Promise<void> => {
     if (pendingSamples === 0) return chain;
-    const samples = concat(pending);
+    const samples = concatSamples(pending);
     pending = [];
     pendingSamples = 0;
     chain = chain.then(async () => send(await encoder.write(samples)));
@@ -212,15 +213,4 @@ async function streamSpeech(reply: HttpReply, job: StreamJob): Promise<void> {
     await reply.write(`data: ${JSON.stringify(ApiError.from(error).toEnvelope())}\n\n`);
     reply.end();
   }
-}
-
-function concat(parts: Float32Array[]): Float32Array {
-  if (parts.length === 1) return parts[0] as Float32Array;
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
 }

@@ -1,9 +1,10 @@
 /**
  * Uploaded audio files to samples: any container and codec the native decoder reads (WAV, MP3, FLAC, MP4/M4A,
  * ADTS AAC, Ogg Vorbis/Opus, WebM/Matroska, ...), down-mixed to mono float32 and resampled to the rate the
- * engine wants. Bad input becomes a 400 `invalid_audio` that names the problem, with `param: "file"`.
+ * engine wants, or (separation) kept at the source's rate and channels. Bad input becomes a 400 `invalid_audio` that names the problem, with `param: "file"`.
  */
-import { decodeAudioNative, nativeErrorCode, type DecodedAudio } from '../../engines/audio-decoder.js';
+import { decodeAudioNative, nativeErrorCode, type DecodeAudioOptions, type DecodedAudio } from '../../engines/audio-decoder.js';
+import type { PcmAudio } from '../../engines/types.js';
 import { ApiError } from '../../http/errors.js';
 
 export type { DecodedAudio };
@@ -17,10 +18,28 @@ export interface DecodeOptions {
   signal?: AbortSignal;
 }
 
-export async function decodeAudio(data: Buffer, options: DecodeOptions): Promise<DecodedAudio> {
+/** Mono at `sampleRate`. */
+export function decodeAudio(data: Buffer, options: DecodeOptions): Promise<DecodedAudio> {
   const { sampleRate, maxSeconds, signal } = options;
+  return decodeChecked(data, maxSeconds === undefined ? { sampleRate } : { sampleRate, maxSeconds }, signal);
+}
+
+/** At the source's rate, mono or stereo as the source is (wider sources down-mixed to stereo), one array per channel. */
+export async function decodeAudioChannels(data: Buffer, options: Omit<DecodeOptions, 'sampleRate'>): Promise<PcmAudio> {
+  const { maxSeconds, signal } = options;
+  const decoded = await decodeChecked(data, maxSeconds === undefined ? { channels: 'source' } : { channels: 'source', maxSeconds }, signal);
+  const frames = decoded.samples.length / decoded.channels;
+  if (decoded.channels === 1) return { channels: [decoded.samples], sampleRate: decoded.sampleRate };
+  const channels = Array.from({ length: decoded.channels }, () => new Float32Array(frames));
+  for (let i = 0; i < frames; i++) {
+    for (let c = 0; c < decoded.channels; c++) (channels[c] as Float32Array)[i] = decoded.samples[i * decoded.channels + c] as number;
+  }
+  return { channels, sampleRate: decoded.sampleRate };
+}
+
+async function decodeChecked(data: Buffer, options: DecodeAudioOptions, signal: AbortSignal | undefined): Promise<DecodedAudio> {
   try {
-    return await decodeAudioNative(data, maxSeconds === undefined ? { sampleRate } : { sampleRate, maxSeconds }, signal);
+    return await decodeAudioNative(data, options, signal);
   } catch (error) {
     const code = nativeErrorCode(error);
     if (code === 'invalid_audio' || code === 'audio_too_long') {
