@@ -45,9 +45,13 @@ using voxd_sphinx_decoder_ptr = std::unique_ptr<voxd_sphinx_decoder, voxd_sphinx
 // model is shared), so each transcription in flight takes a decoder of its own from this pool; it creates more on
 // demand and keeps up to `max_idle`. The pool is shared (shared_ptr) by the JS SphinxModel and every worker in
 // flight, so release() never frees a decoder in use.
+// Extra pocketsphinx options of a pool's decoders, as on its command line ("-name", "value", ...).
+using voxd_sphinx_args = std::vector<std::string>;
+
 class voxd_sphinx_pool {
 public:
-    voxd_sphinx_pool(voxd_sphinx_paths paths, size_t max_idle) : m_paths(std::move(paths)), m_max_idle(max_idle) {}
+    voxd_sphinx_pool(voxd_sphinx_paths paths, size_t max_idle, voxd_sphinx_args args = {})
+        : m_paths(std::move(paths)), m_args(std::move(args)), m_max_idle(max_idle) {}
 
     voxd_sphinx_decoder_ptr acquire();                         // an idle decoder, or a newly initialised one
     void                    release(voxd_sphinx_decoder_ptr dec); // back to the pool, or freed beyond max_idle
@@ -59,6 +63,7 @@ public:
 
 private:
     voxd_sphinx_paths                    m_paths;
+    voxd_sphinx_args                     m_args;
     size_t                               m_max_idle;
     std::mutex                           m_mutex;
     std::vector<voxd_sphinx_decoder_ptr> m_idle;
@@ -78,7 +83,8 @@ private:
     Napi::Value open_stream(const Napi::CallbackInfo & info);
     Napi::Value release(const Napi::CallbackInfo & info);
 
-    std::shared_ptr<voxd_sphinx_pool> m_pool;
+    std::shared_ptr<voxd_sphinx_pool> m_pool;      // whole clips: pocketsphinx_continuous's defaults
+    std::shared_ptr<voxd_sphinx_pool> m_live_pool; // live streams: the same, with tighter search limits
 };
 
 struct voxd_sphinx_stream_state; // the decoder a live transcription holds and its turn (voxd-sphinx.cpp)
