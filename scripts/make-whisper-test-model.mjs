@@ -11,9 +11,20 @@
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import {
+  ROOT,
+  cachedBuild,
+  checkChoice,
+  checkSeed,
+  halfBits,
+  nElements,
+  parseArgs,
+  runAsCli,
+  testModelsDir,
+  weylStream,
+  writeAtomically,
+} from './test-model-common.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const BASE_DIR = path.join(ROOT, '..', 'shared', 'models', 'whisper-format');
 const GGML_FILE_MAGIC = 0x67676d6c;
 const GGML_TYPE_F32 = 0;
@@ -100,16 +111,16 @@ function fnv1a(text) {
   return hash;
 }
 
+/** mulberry32's output function (its state is a Weyl sequence stepping by 0x6d2b79f5). */
+function mulberry32Mix(t) {
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return (t ^ (t >>> 14)) >>> 0;
+}
+
 /** mulberry32: small, fast, good enough for weights; one stream per tensor so the order does not matter. */
 function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
+  return weylStream(seed, 0x6d2b79f5, mulberry32Mix);
 }
 
 /** Inverse of the standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9). */
@@ -126,28 +137,6 @@ function normalQuantile(p) {
   return ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q) / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
 
-/** IEEE half-precision bits of a float (round to nearest even; the values here are small and normal or subnormal). */
-function toHalf(value) {
-  const f32 = new Float32Array([value]);
-  const x = new Uint32Array(f32.buffer)[0];
-  const sign = (x >>> 16) & 0x8000;
-  const exp = ((x >>> 23) & 0xff) - 127 + 15;
-  let mant = x & 0x7fffff;
-  if (exp >= 31) return sign | 0x7c00;
-  if (exp <= 0) {
-    if (exp < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - exp;
-    const half = mant >>> shift;
-    const rest = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    return sign | (half + (rest > mid || (rest === mid && half & 1) ? 1 : 0));
-  }
-  const half = (exp << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  return sign | (half + (rest > 0x1000 || (rest === 0x1000 && half & 1) ? 1 : 0));
-}
-
 // N(0, std) drawn by table lookup: 4096 quantiles, so one random number and one load per weight
 const NORMAL_BITS = 12;
 const tables = new Map();
@@ -155,7 +144,7 @@ function normalTable(std, half) {
   const key = `${std}/${half}`;
   if (!tables.has(key)) {
     const values = Array.from({ length: 1 << NORMAL_BITS }, (_, i) => std * normalQuantile((i + 0.5) / (1 << NORMAL_BITS)));
-    tables.set(key, half ? Uint16Array.from(values, toHalf) : Float32Array.from(values));
+    tables.set(key, half ? Uint16Array.from(values, halfBits) : Float32Array.from(values));
   }
   return tables.get(key);
 }
@@ -186,7 +175,7 @@ function tokenRowStd(h) {
  * N(0, POS_STD), token embeddings scaled by kind (above), the rest N(0, WEIGHT_STD).
  */
 function tensorData(name, ne, type, seed, h) {
-  const n = ne.reduce((a, b) => a * b, 1);
+  const n = nElements(ne);
   const next = rng(fnv1a(name) ^ Math.imul(seed, 0x9e3779b9));
   if (name === 'decoder.token_embedding.weight') {
     const rowStd = tokenRowStd(h);
@@ -237,21 +226,19 @@ function tensorHeader(name, ne, type) {
 }
 
 function normaliseOptions({ size = 'tiny', en = false, seed = 1 } = {}) {
-  if (!(size in SIZES)) throw new Error(`unknown size ${size} (tiny or base)`);
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`seed must be an integer in [0, 2^32)`);
+  checkChoice('size', size, SIZES);
+  checkSeed(seed);
   return { size, en: Boolean(en), seed };
 }
 
 /** The cache path of a model with these options. */
 export function whisperTestModelPath(options = {}) {
   const { size, en, seed } = normaliseOptions(options);
-  const dir = process.env.VOXD_TEST_MODELS_DIR || path.join(ROOT, 'build', 'test-models');
-  return path.join(dir, `ggml-${size}${en ? '.en' : ''}-random-s${seed}-v${FORMAT_VERSION}.bin`);
+  return path.join(testModelsDir(), `ggml-${size}${en ? '.en' : ''}-random-s${seed}-v${FORMAT_VERSION}.bin`);
 }
 
-/** Writes a model to `out` (atomically: a temporary file renamed into place). */
-export async function writeWhisperTestModel(out, options = {}) {
-  const { size, en, seed } = normaliseOptions(options);
+/** Writes a model with normalised options to `file` (not atomically: the callers rename it into place). */
+async function writeModel(file, { size, en, seed }) {
   const base = readBase(path.join(BASE_DIR, en ? 'for-tests-ggml-tiny.en.bin' : 'for-tests-ggml-tiny.bin'));
   const dims = SIZES[size];
   const h = {
@@ -270,58 +257,40 @@ export async function writeWhisperTestModel(out, options = {}) {
     header.writeInt32LE(v, 4 + 4 * i),
   );
 
-  await fs.promises.mkdir(path.dirname(out), { recursive: true });
-  const tmp = `${out}.tmp-${process.pid}-${Date.now()}`;
-  const file = await fs.promises.open(tmp, 'w');
+  const handle = await fs.promises.open(file, 'w');
   try {
-    await file.write(header);
-    await file.write(base.filtersAndVocab);
+    await handle.write(header);
+    await handle.write(base.filtersAndVocab);
     for (const [name, ne, type] of tensorList(h)) {
       const data = tensorData(name, ne, type, seed, h);
-      await file.write(tensorHeader(name, ne, type));
-      await file.write(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)); // little-endian hosts only
+      await handle.write(tensorHeader(name, ne, type));
+      await handle.write(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)); // little-endian hosts only
     }
-    await file.close();
-    await fs.promises.rename(tmp, out);
-  } catch (error) {
-    await file.close().catch(() => {});
-    await fs.promises.rm(tmp, { force: true });
-    throw error;
+  } finally {
+    await handle.close();
   }
+}
+
+/** Writes a model to `out` (atomically: a temporary file renamed into place). */
+export async function writeWhisperTestModel(out, options = {}) {
+  const normalised = normaliseOptions(options);
+  await writeAtomically(out, (tmp) => writeModel(tmp, normalised));
   return out;
 }
 
 /** A cached random-weight model for these options (generated on first use); resolves to its path. */
 export async function makeWhisperTestModel(options = {}) {
   const out = whisperTestModelPath(options);
-  if (fs.existsSync(out)) return out;
-  return writeWhisperTestModel(out, options);
+  const normalised = normaliseOptions(options);
+  await cachedBuild(
+    out,
+    () => fs.existsSync(out),
+    (tmp) => writeModel(tmp, normalised),
+  );
+  return out;
 }
 
-function parseArgs(argv) {
-  const options = {};
-  let out = null;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
-      return argv[++i];
-    };
-    if (arg === '--size') options.size = value();
-    else if (arg === '--en') options.en = true;
-    else if (arg === '--seed') options.seed = Number(value());
-    else if (arg === '--out') out = value();
-    else throw new Error(`unknown argument ${arg}`);
-  }
-  return { options, out };
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
-  try {
-    const { options, out } = parseArgs(process.argv.slice(2));
-    console.log(out ? await writeWhisperTestModel(path.resolve(out), options) : await makeWhisperTestModel(options));
-  } catch (error) {
-    console.error(`make-whisper-test-model: ${error instanceof Error ? error.message : error}`);
-    process.exit(2);
-  }
-}
+await runAsCli(import.meta.url, 'make-whisper-test-model', async (args) => {
+  const { options, out } = parseArgs(args, { '--size': ['size', 'string'], '--en': ['en', 'flag'], '--seed': ['seed', 'number'] });
+  console.log(out ? await writeWhisperTestModel(path.resolve(out), options) : await makeWhisperTestModel(options));
+});

@@ -205,21 +205,21 @@ describe('whisper engine', () => {
     }
   });
 
-  it('stops within a second of an abort, rejecting with code aborted', async () => {
+  it('stops at an abort mid-transcription, rejecting with code aborted', async () => {
     const controller = new AbortController();
-    let abortedAt = 0;
-    const started = Date.now();
+    let segments = 0;
     const run = tiny.transcribe(repeat(jfk, 6), {
       signal: controller.signal,
       onSegment: () => {
-        if (abortedAt) return;
-        abortedAt = Date.now();
+        segments++;
         controller.abort();
       },
     });
     await assert.rejects(run, { code: 'aborted' });
-    assert.ok(abortedAt > 0, 'the abort came mid-transcription (after the first segment)');
-    assert.ok(Date.now() - abortedAt < 1000, `rejected ${Date.now() - abortedAt} ms after the abort (run took ${Date.now() - started} ms)`);
+    // a full run of these 66 s (three 30 s windows) delivers 5 segments with this model; an abort at the first
+    // stops the decode there (checked without timing: a loaded machine must not fail it)
+    assert.ok(segments > 0, 'the abort came mid-transcription (after the first segment)');
+    assert.ok(segments <= 2, `${segments} segments were delivered after the abort; the decode did not stop`);
 
     await assert.rejects(tiny.transcribe(jfk, { signal: AbortSignal.abort() }), { code: 'aborted' });
     assertSaneSegments(await tiny.transcribe(jfk), JFK_SECONDS); // the model still works

@@ -7,6 +7,7 @@
 #include "voxd-resample.h"
 #include "voxd-separate.h"
 #include "voxd-sphinx.h"
+#include "voxd-tts-ggml.h"
 #include "voxd-vad.h"
 #include "voxd-whisper.h"
 
@@ -78,6 +79,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_flite_init(env, exports);
     voxd_resample_init(env, exports);
     voxd_separate_init(env, exports);
+    voxd_tts_ggml_init(env, exports, voxd_log_callback);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

@@ -16,7 +16,8 @@ async function readModelType(path: string): Promise<string | null> {
   if (!file) return null;
   try {
     const head = Buffer.alloc(72);
-    const { bytesRead } = await file.read(head, 0, head.length, 0);
+    // a directory (or an unreadable file) is not a model file of this format
+    const { bytesRead } = await file.read(head, 0, head.length, 0).catch(() => ({ bytesRead: 0 }));
     if (bytesRead < 8 || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
     const length = head.readInt32LE(4);
     if (length <= 0 || length > 64 || 8 + length > bytesRead) return null;

@@ -170,6 +170,8 @@ export interface SynthesisRequest {
   language?: string;
   temperature?: number;
   maxTokens?: number;
+  /** Sampling seed (extension): the same seed and request give the same audio, on engines that sample. */
+  seed?: number;
   /** Style or emotion instruction (seed `instruct`, vendor `instructions`); only for `capabilities.instructions`. */
   instructions?: string;
   /** Reference voice to clone (mono at the model's rate); only for `capabilities.cloning`. */

@@ -38,7 +38,8 @@ export async function readWhisperHeader(path: string): Promise<WhisperHeader | n
   if (!file) return null;
   try {
     const head = Buffer.alloc(4 + 13 * 4);
-    const { bytesRead } = await file.read(head, 0, head.length, 0);
+    // a directory (or an unreadable file) is not a model file of this format
+    const { bytesRead } = await file.read(head, 0, head.length, 0).catch(() => ({ bytesRead: 0 }));
     if (bytesRead < head.length || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
     const [nVocab, nAudioCtx, nAudioState, nAudioHead, nAudioLayer, nTextCtx, nTextState, nTextHead, nTextLayer, nMels, ftype, nMel, nFft] = Array.from(
       { length: 13 },

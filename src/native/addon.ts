@@ -321,6 +321,48 @@ export interface NativeFliteModel {
   release(): void;
 }
 
+export interface NativeTtsGgmlLoadOptions {
+  /** The backbone GGUF (llama.cpp architecture `pockettts`). */
+  model: string;
+  /** Its mmproj GGUF (speaker encoder, generator, decoder); required. */
+  mmproj: string;
+  /** CPU threads for the backbone and the mmproj graphs (default: the cores, at most 8). */
+  threads?: number;
+}
+export interface NativeTtsGgmlInfo {
+  /** general.architecture of the backbone (`pockettts`). */
+  arch: string;
+  /** Rate of the audio it makes, Hz (24000 for Pocket TTS). */
+  sampleRate: number;
+  /** The generator's weight variant (`english`, ...), '' when it has none. */
+  variant: string;
+}
+export interface NativeTtsGgmlRequest {
+  text: string;
+  /** A voice to clone: mono at `sampleRate` (libmtmd uses the first 30 s); must not be empty. */
+  reference?: Float32Array | null;
+  /** 0..2^32-2; the same seed (and everything else the same) gives the same samples. Absent: a random one. */
+  seed?: number | null;
+  /** Upper bound on generated frames (12.5 per second of audio for Pocket TTS). */
+  maxFrames?: number | null;
+}
+/**
+ * A GGML TTS model: backbone + mmproj through libmtmd's audio generation helper. One synthesis runs at a time per
+ * model (others wait on a native mutex, on their worker thread).
+ */
+export interface NativeTtsGgmlModel {
+  info(): NativeTtsGgmlInfo;
+  /**
+   * Speaks `text` on a worker thread. Resolves with all of the audio (mono float32 at `sampleRate`); `onAudio` gets
+   * it in order as frames are decoded, every sample before the promise resolves and none after a rejection. The
+   * abort flag is checked before every frame. Rejects with `invalid_argument`, `closed`, `aborted` or
+   * `synthesis_failed`.
+   */
+  synthesize(request: NativeTtsGgmlRequest, onAudio?: ((samples: Float32Array) => void) | null, abort?: NativeAbortFlag): Promise<Float32Array>;
+  /** Drops this object's hold on the weights; syntheses in flight finish first. Later calls throw `closed`. */
+  release(): void;
+}
+
 /**
  * A streaming sample-rate converter (libswresample, mono float32), called synchronously on the JS thread: a 100 ms
  * chunk takes microseconds. The filter state carries over between calls, so the concatenated output of process()
@@ -378,6 +420,11 @@ export interface NativeAddon {
    * missing, `model_load_failed` when a voice does not speak.
    */
   FliteModel: { load(): Promise<NativeFliteModel>; readonly sampleRate: number; readonly voiceIds: readonly string[] };
+  /**
+   * Rejects with `model_load_failed` naming the problem: no mmproj, a file that is not GGUF, a backbone of an
+   * architecture the engine does not drive, an mmproj without (the right) audio generator.
+   */
+  TtsGgmlModel: { load(options: NativeTtsGgmlLoadOptions): Promise<NativeTtsGgmlModel> };
   /**
    * Decodes a whole file held in memory (WAV, MP3, FLAC, MP4/M4A, ADTS AAC, Ogg, WebM/Matroska, ...). Rejects
    * with `invalid_audio` (not audio, unsupported codec, nothing decodable), `audio_too_long` or `aborted`.

@@ -32,6 +32,8 @@ const speechSchema = z.object({
   streaming_interval: z.number().positive().max(60).default(2),
   temperature: z.number().min(0).max(2).nullish(),
   max_tokens: z.number().int().positive().nullish(),
+  // extension: reproducible sampling on engines that sample (0 to 2^32 - 2)
+  seed: z.number().int().min(0).max(4294967294).nullish(),
   ref_audio: z.string().min(1).nullish(),
   ref_text: z.string().nullish(),
   instruct: z.string().nullish(),
@@ -87,6 +89,7 @@ async function synthesisRequest(fields: SpeechFields, model: TtsModel, { config 
   // sampling settings reach only engines that sample; the others ignore them (documented per engine)
   if (capabilities.sampling && fields.temperature != null) request.temperature = fields.temperature;
   if (capabilities.sampling && fields.max_tokens != null) request.maxTokens = fields.max_tokens;
+  if (capabilities.sampling && fields.seed != null) request.seed = fields.seed;
   if (fields.ref_audio) {
     const samples = await loadReferenceAudio(fields.ref_audio, {
       sampleRate: model.sampleRate,

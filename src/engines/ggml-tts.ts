@@ -1,0 +1,293 @@
+/**
+ * GGML text-to-speech through llama.cpp's libmtmd audio generation (the addon's TtsGgmlModel): a backbone GGUF plus
+ * its mmproj GGUF, driven by the mtmd helper as llama.cpp's own tools/tts does. This release drives Pocket TTS
+ * (kyutai; llama.cpp architecture `pockettts`): English, 24 kHz, voice cloning from a reference clip through the
+ * mmproj's speaker encoder.
+ *
+ * A model is a directory holding `<name>.gguf` and `mmproj*.gguf` (the layout of llama.cpp's hub repositories), a
+ * backbone file with its mmproj beside it, or a hub repository (the registry downloads both). Voices: `default`
+ * (no reference) and one per audio clip in the model directory's `voices/` folder, which clones that clip.
+ *
+ * Request fields: `max_tokens` bounds the frames (12.5 per second of audio), the `seed` extension makes the
+ * sampling reproducible, `ref_audio` clones a voice; `temperature` and `ref_text` are ignored (the helper uses the
+ * weight pack's own noise scale; Pocket clones from audio alone); `instructions` and `speed` other than 1 are a 400;
+ * `lang_code` must be English.
+ */
+import { open, readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { ApiError } from '../http/errors.js';
+import { isNativeError, loadNative, type NativeTtsGgmlModel } from '../native/addon.js';
+import { decodeAudioNative } from './audio-decoder.js';
+import { abortFlagFor } from './native-abort.js';
+import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
+
+export const GGML_TTS_ENGINE = 'ggml-tts';
+/** Backbone architectures (GGUF `general.architecture`) this engine drives. */
+export const GGML_TTS_ARCHITECTURES: readonly string[] = ['pockettts'];
+/** `lang_code`s Pocket TTS takes: it speaks English only. */
+export const POCKET_LANGUAGES: readonly string[] = ['a', 'b', 'en', 'en-us', 'en-gb'];
+const DEFAULT_VOICE = 'default';
+const VOICES_DIR = 'voices';
+const PROJECTOR_FILE = /^mmproj[^/]*\.gguf$/i;
+const VENDOR_VOICE_NAMES = ['alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'fable', 'marin', 'nova', 'onyx', 'sage', 'shimmer', 'verse'];
+
+// ---- GGUF header ----
+
+const GGUF_MAGIC = 0x46554747; // "GGUF", little-endian
+const GGUF_STRING = 8;
+const GGUF_ARRAY = 9;
+/** Byte sizes of the fixed-size GGUF value types, by type id. */
+const GGUF_SCALAR_SIZE: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+/** Keys read before giving up (general.architecture is the first key converters write). */
+const GGUF_MAX_KEYS = 64;
+const GGUF_MAX_STRING = 1 << 20;
+
+/** `general.architecture` of a GGUF file, or null when the file is not GGUF or does not say. Reads the header only. */
+export async function readGgufArchitecture(file: string): Promise<string | null> {
+  const handle = await open(file, 'r').catch(() => null);
+  if (!handle) return null;
+  try {
+    let pos = 0;
+    const read = async (n: number): Promise<Buffer | null> => {
+      const buf = Buffer.alloc(n);
+      // a directory or an unreadable file reads as nothing: not GGUF
+      const { bytesRead } = await handle.read(buf, 0, n, pos).catch(() => ({ bytesRead: -1 }));
+      pos += n;
+      return bytesRead === n ? buf : null;
+    };
+    const u64 = async (): Promise<number | null> => {
+      const b = await read(8);
+      return b ? Number(b.readBigUInt64LE(0)) : null;
+    };
+    const head = await read(8);
+    if (!head || head.readUInt32LE(0) !== GGUF_MAGIC || head.readUInt32LE(4) < 2) return null;
+    if ((await u64()) === null) return null; // tensor count
+    const nKv = await u64();
+    if (nKv === null) return null;
+    const str = async (): Promise<string | null> => {
+      const n = await u64();
+      if (n === null || n > GGUF_MAX_STRING) return null;
+      const b = await read(n);
+      return b ? b.toString('utf8') : null;
+    };
+    /** Moves past a value of `type`; false when the file ends or the type is unknown. */
+    const skip = async (type: number): Promise<boolean> => {
+      if (type === GGUF_STRING) return (await str()) !== null;
+      if (type === GGUF_ARRAY) {
+        const t = await read(4);
+        const n = await u64();
+        if (!t || n === null) return false;
+        const elementType = t.readUInt32LE(0);
+        const size = GGUF_SCALAR_SIZE[elementType];
+        if (size !== undefined) {
+          pos += size * n;
+          return true;
+        }
+        for (let i = 0; i < n; i++) if (!(await skip(elementType))) return false;
+        return true;
+      }
+      const size = GGUF_SCALAR_SIZE[type];
+      if (size === undefined) return false;
+      pos += size;
+      return true;
+    };
+    for (let i = 0; i < Math.min(nKv, GGUF_MAX_KEYS); i++) {
+      const key = await str();
+      const t = await read(4);
+      if (key === null || !t) return null;
+      const type = t.readUInt32LE(0);
+      if (key === 'general.architecture') return type === GGUF_STRING ? await str() : null;
+      if (!(await skip(type))) return null;
+    }
+    return null;
+  } finally {
+    await handle.close();
+  }
+}
+
+// ---- locating the files ----
+
+interface ModelFiles {
+  model: string;
+  mmproj: string | null;
+  /** Where preset voices (reference clips) live. */
+  voicesDir: string;
+}
+
+async function isDirectory(p: string): Promise<boolean> {
+  return (await stat(p).catch(() => null))?.isDirectory() ?? false;
+}
+
+async function listDir(dir: string): Promise<string[]> {
+  return (await readdir(dir).catch(() => [] as string[])).sort();
+}
+
+/** The backbones (non-mmproj GGUFs of a supported architecture) in a directory. */
+async function backbonesIn(dir: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of await listDir(dir)) {
+    if (!/\.gguf$/i.test(name) || PROJECTOR_FILE.test(name)) continue;
+    const file = path.join(dir, name);
+    const arch = await readGgufArchitecture(file);
+    if (arch && GGML_TTS_ARCHITECTURES.includes(arch)) found.push(file);
+  }
+  return found;
+}
+
+async function projectorIn(dir: string): Promise<string | null> {
+  const name = (await listDir(dir)).find((n) => PROJECTOR_FILE.test(n));
+  return name ? path.join(dir, name) : null;
+}
+
+async function locateFiles(resolved: ResolvedModel): Promise<ModelFiles> {
+  if (await isDirectory(resolved.path)) {
+    const [model] = await backbonesIn(resolved.path);
+    if (!model) throw new Error(`${resolved.path} holds no backbone GGUF of a supported architecture (${GGML_TTS_ARCHITECTURES.join(', ')})`);
+    return { model, mmproj: resolved.projector ?? (await projectorIn(resolved.path)), voicesDir: path.join(resolved.path, VOICES_DIR) };
+  }
+  const dir = path.dirname(resolved.path);
+  return { model: resolved.path, mmproj: resolved.projector ?? (await projectorIn(dir)), voicesDir: path.join(dir, VOICES_DIR) };
+}
+
+/** Preset voices: every clip in `dir` the decoder reads, at `sampleRate` mono, named by its file name less the extension. */
+async function loadVoiceClips(dir: string, sampleRate: number): Promise<Map<string, Float32Array>> {
+  const clips = new Map<string, Float32Array>();
+  for (const name of await listDir(dir)) {
+    if (name.startsWith('.')) continue;
+    const id = name.replace(/\.[^.]*$/, '');
+    if (!id || id.toLowerCase() === DEFAULT_VOICE || clips.has(id)) continue;
+    const data = await readFile(path.join(dir, name)).catch(() => null);
+    if (!data || data.length === 0) continue;
+    // files that are not audio (a README, a licence) are skipped
+    const decoded = await decodeAudioNative(data, { sampleRate, maxSeconds: 60 }).catch(() => null);
+    if (decoded && decoded.samples.length > 0) clips.set(id, decoded.samples);
+  }
+  return clips;
+}
+
+// ---- the model ----
+
+function codedError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+class GgmlTtsModel implements TtsModel {
+  readonly task = 'tts' as const;
+  readonly engine = GGML_TTS_ENGINE;
+  readonly sampleRate: number;
+  readonly voices: readonly Voice[];
+  readonly defaultVoice = DEFAULT_VOICE;
+  readonly voiceAliases: Readonly<Record<string, string>>;
+  readonly capabilities = { cloning: true, instructions: false, sampling: true, languages: POCKET_LANGUAGES };
+  /** libmtmd's calls and the one llama_context are not thread-safe: one synthesis at a time (it uses every core). */
+  readonly concurrency = 1;
+  readonly arch: string;
+  readonly variant: string;
+
+  constructor(
+    readonly id: string,
+    private native: NativeTtsGgmlModel | null,
+    private readonly clips: Map<string, Float32Array>,
+  ) {
+    const info = native?.info() ?? { arch: '', sampleRate: 24000, variant: '' };
+    this.sampleRate = info.sampleRate;
+    this.arch = info.arch;
+    this.variant = info.variant;
+    this.voices = [{ id: DEFAULT_VOICE, name: 'default (no reference voice)' }, ...[...clips.keys()].map((id) => ({ id, name: `${id} (voices/ clip)` }))];
+    this.voiceAliases = Object.freeze(Object.fromEntries(VENDOR_VOICE_NAMES.map((name) => [name, DEFAULT_VOICE])));
+  }
+
+  async synthesize(request: SynthesisRequest, options: SynthesisOptions = {}): Promise<Float32Array> {
+    const native = this.native;
+    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    const language = request.language?.trim().toLowerCase();
+    if (language && !POCKET_LANGUAGES.includes(language)) {
+      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) speaks English only; lang_code '${request.language}' is not supported`, {
+        param: 'lang_code',
+      });
+    }
+    if (request.instructions)
+      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) does not take style instructions`, { param: 'instructions' });
+    if (request.speed !== undefined && request.speed !== 1) {
+      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) has no rate control; speed must be 1 (got ${request.speed})`, { param: 'speed' });
+    }
+    let reference: Float32Array | null = null;
+    if (request.reference) {
+      if (request.reference.samples.length === 0)
+        throw new ApiError('invalid_audio', 'ref_audio is empty: the reference clip has no samples', { param: 'ref_audio' });
+      reference = request.reference.samples;
+    } else if (request.voice && request.voice !== DEFAULT_VOICE) {
+      reference = this.clips.get(request.voice) ?? null;
+      if (!reference) {
+        throw new ApiError('invalid_request', `unknown voice '${request.voice}' for model ${this.id}; voices: ${this.voices.map((v) => v.id).join(', ')}`, {
+          param: 'voice',
+        });
+      }
+    }
+    // temperature is ignored: the helper uses the weight pack's own noise scale
+
+    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
+    let callbackFailed = false;
+    let callbackError: unknown;
+    const userOnAudio = options.onAudio;
+    const onAudio = userOnAudio
+      ? (samples: Float32Array) => {
+          if (callbackFailed) return;
+          try {
+            userOnAudio(samples);
+          } catch (error) {
+            callbackFailed = true;
+            callbackError = error;
+            flag.abort();
+          }
+        }
+      : null;
+    try {
+      const samples = await native.synthesize(
+        { text: request.text, reference, seed: request.seed ?? null, maxFrames: request.maxTokens ?? null },
+        onAudio,
+        flag,
+      );
+      if (callbackFailed) throw callbackError;
+      return samples;
+    } catch (error) {
+      if (callbackFailed) throw callbackError;
+      if (isNativeError(error) && error.code === 'invalid_argument') throw new ApiError('invalid_request', error.message, { cause: error });
+      throw error;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    this.native?.release(); // a synthesis in flight keeps the weights until it ends
+    this.native = null;
+  }
+}
+
+export const ggmlTtsEngine: Engine<TtsModel> = {
+  name: GGML_TTS_ENGINE,
+  task: 'tts',
+
+  async detect(p: string): Promise<boolean> {
+    if (await isDirectory(p)) return (await backbonesIn(p)).length > 0;
+    if (PROJECTOR_FILE.test(path.basename(p))) return false;
+    const arch = await readGgufArchitecture(p);
+    return arch !== null && GGML_TTS_ARCHITECTURES.includes(arch);
+  },
+
+  async load(resolved: ResolvedModel): Promise<TtsModel> {
+    const files = await locateFiles(resolved);
+    if (!files.mmproj) {
+      throw new Error(
+        `no mmproj found for ${files.model}: a Pocket TTS model needs its mmproj GGUF (mmproj*.gguf beside the backbone, or in the hub repository)`,
+      );
+    }
+    const native = await loadNative().TtsGgmlModel.load({ model: files.model, mmproj: files.mmproj });
+    try {
+      const clips = await loadVoiceClips(files.voicesDir, native.info().sampleRate);
+      return new GgmlTtsModel(resolved.id, native, clips);
+    } catch (error) {
+      native.release();
+      throw error;
+    }
+  },
+};

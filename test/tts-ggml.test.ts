@@ -1,0 +1,312 @@
+/**
+ * The GGML TTS engine (llama.cpp's libmtmd audio generation) with a random-weight Pocket TTS model
+ * (scripts/make-tts-test-model.mjs, tiny): the native surface directly, then POST /v1/audio/speech on a real server
+ * with the model directory as `model` (every format, the SDK, streaming, cloning, seeds, max_tokens, a client that
+ * leaves, bad input) and through a local hub double. The audio is noise; the plumbing is what is tested.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import type OpenAI from 'openai';
+import { ggmlTtsEngine, readGgufArchitecture } from '../src/engines/ggml-tts.js';
+import { loadNative } from '../src/native/addon.js';
+import type { AudioFormat } from '../src/services/audio/encode.js';
+import { decodeAudio } from '../src/services/audio/decode.js';
+import { HubDouble } from './helpers/hub-double.js';
+import { nativeRejection } from './helpers/native.js';
+import { JFK_WAV, ROOT } from './helpers/paths.js';
+import { cancelledJobs, expectEnvelope, sdk, startTestServer, type TestServer } from './helpers/server.js';
+import { wavBytes } from './helpers/wav.js';
+
+const RATE = 24000;
+/** Samples per Pocket TTS frame (12.5 frames per second at 24 kHz). */
+const FRAME = 1920;
+
+interface TtsModelPaths {
+  dir: string;
+  model: string;
+  mmproj: string;
+}
+
+async function makeTiny(): Promise<TtsModelPaths> {
+  const generator = (await import(pathToFileURL(path.join(ROOT, 'scripts', 'make-tts-test-model.mjs')).href)) as {
+    makeTtsTestModel(options: { size: 'tiny' }): Promise<TtsModelPaths>;
+  };
+  return generator.makeTtsTestModel({ size: 'tiny' });
+}
+
+/** A GGUF v3 file holding only `general.architecture` (no tensors). */
+function ggufWithArchitecture(arch: string): Buffer {
+  const str = (s: string): Buffer => {
+    const bytes = Buffer.from(s, 'utf8');
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(bytes.length));
+    return Buffer.concat([len, bytes]);
+  };
+  const head = Buffer.alloc(24);
+  head.write('GGUF', 0, 'ascii');
+  head.writeUInt32LE(3, 4);
+  head.writeBigUInt64LE(0n, 8); // tensors
+  head.writeBigUInt64LE(1n, 16); // key-value pairs
+  const type = Buffer.alloc(4);
+  type.writeUInt32LE(8, 0); // string
+  return Buffer.concat([head, str('general.architecture'), type, str(arch)]);
+}
+
+function post(base: string, body: unknown, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${base}/v1/audio/speech`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+async function pcmOf(base: string, body: Record<string, unknown>): Promise<Buffer> {
+  const response = await post(base, { response_format: 'pcm', ...body });
+  assert.equal(response.status, 200, await response.clone().text());
+  return Buffer.from(await response.arrayBuffer());
+}
+
+/** What a 24 kHz stream declares per format (Ogg Opus decodes at 48 kHz). */
+const RATES: Record<Exclude<AudioFormat, 'pcm'>, number> = { mp3: 24000, wav: 24000, flac: 24000, ogg: 24000, opus: 48000, aac: 24000 };
+
+async function durationOf(body: Buffer, format: AudioFormat): Promise<number> {
+  if (format === 'pcm') return body.length / 2 / RATE;
+  const audio = await decodeAudio(body, { sampleRate: RATE });
+  assert.equal(audio.sourceSampleRate, RATES[format], `${format}: the rate the file declares`);
+  return audio.duration;
+}
+
+describe('GGML TTS engine (random-weight Pocket TTS)', () => {
+  let tiny: TtsModelPaths;
+  let scratch: string;
+  /** The tiny pair plus voices/jfk.wav. */
+  let modelDir: string;
+  const cleanups: (() => Promise<void>)[] = [];
+  after(async () => {
+    await Promise.all(cleanups.map((cleanup) => cleanup()));
+    if (scratch) await fsp.rm(scratch, { recursive: true, force: true });
+  });
+  before(async () => {
+    tiny = await makeTiny();
+    scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-tts-ggml-'));
+    modelDir = path.join(scratch, 'pocket');
+    await fsp.mkdir(path.join(modelDir, 'voices'), { recursive: true });
+    for (const file of [tiny.model, tiny.mmproj]) await fsp.copyFile(file, path.join(modelDir, path.basename(file)));
+    await fsp.copyFile(JFK_WAV, path.join(modelDir, 'voices', 'jfk.wav'));
+    await fsp.writeFile(path.join(modelDir, 'voices', 'README.txt'), 'not audio: skipped');
+  });
+
+  describe('native surface and detection', () => {
+    it('reads the architecture from the GGUF header and detects the directory, the backbone, not the mmproj', async () => {
+      assert.equal(await readGgufArchitecture(tiny.model), 'pockettts');
+      assert.equal(await readGgufArchitecture(tiny.mmproj), 'clip');
+      assert.equal(await readGgufArchitecture(JFK_WAV), null);
+      assert.equal(await ggmlTtsEngine.detect(modelDir), true);
+      assert.equal(await ggmlTtsEngine.detect(tiny.model), true);
+      assert.equal(await ggmlTtsEngine.detect(tiny.mmproj), false);
+      assert.equal(await ggmlTtsEngine.detect(JFK_WAV), false);
+    });
+
+    it('loads, reports its info, synthesises, streams every sample once and is reproducible per seed', async () => {
+      const model = await loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2 });
+      try {
+        assert.deepEqual(model.info(), { arch: 'pockettts', sampleRate: RATE, variant: 'english' });
+        const streamed: Float32Array[] = [];
+        const a = await model.synthesize({ text: 'Hello world, this is a test.', seed: 7 }, (chunk) => streamed.push(chunk));
+        assert.ok(a.length > 0 && a.length % FRAME === 0, `${a.length} samples`);
+        assert.ok(streamed.length > 1, `${streamed.length} chunks`);
+        assert.deepEqual(Float32Array.from(streamed.flatMap((c) => [...c])), a);
+        const b = await model.synthesize({ text: 'Hello world, this is a test.', seed: 7 });
+        assert.deepEqual(b, a, 'the same seed twice in a row gives the same samples');
+        const c = await model.synthesize({ text: 'Hello world, this is a test.', seed: 8 });
+        assert.notDeepEqual(c, a);
+        const short = await model.synthesize({ text: 'Hello world, this is a test.', seed: 7, maxFrames: 3 });
+        assert.equal(short.length, 3 * FRAME);
+        const flag = new (loadNative().AbortFlag)();
+        flag.abort();
+        assert.equal((await nativeRejection(model.synthesize({ text: 'Hello.' }, null, flag))).code, 'aborted');
+        assert.throws(() => model.synthesize({ text: 'Hello.', reference: new Float32Array(0) }), { code: 'invalid_argument' });
+      } finally {
+        model.release();
+      }
+    });
+
+    it('refuses a missing mmproj, a backbone as mmproj and an unsupported architecture with model_load_failed', async () => {
+      const { TtsGgmlModel } = loadNative();
+      const noMmproj = await nativeRejection(TtsGgmlModel.load({ model: tiny.model, mmproj: '' }));
+      assert.equal(noMmproj.code, 'model_load_failed');
+      assert.match(noMmproj.message, /mmproj/);
+      const wrongMmproj = await nativeRejection(TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.model }));
+      assert.equal(wrongMmproj.code, 'model_load_failed');
+      assert.match(wrongMmproj.message, /not an mmproj/);
+      const llama = path.join(scratch, 'llama.gguf');
+      await fsp.writeFile(llama, ggufWithArchitecture('llama'));
+      const unsupported = await nativeRejection(TtsGgmlModel.load({ model: llama, mmproj: tiny.mmproj }));
+      assert.equal(unsupported.code, 'model_load_failed');
+      assert.match(unsupported.message, /architecture 'llama'.*does not support/);
+      const notGguf = await nativeRejection(TtsGgmlModel.load({ model: JFK_WAV, mmproj: tiny.mmproj }));
+      assert.match(notGguf.message, /not a readable GGUF/);
+    });
+  });
+
+  describe('POST /v1/audio/speech', () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) });
+    });
+
+    it('answers every format with audio at 24 kHz, and lists the voices', async () => {
+      for (const format of ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const) {
+        const response = await post(server.base, { model: modelDir, input: 'Hello world.', response_format: format, seed: 1 });
+        assert.equal(response.status, 200, await response.clone().text());
+        const seconds = await durationOf(Buffer.from(await response.arrayBuffer()), format);
+        assert.ok(seconds > 0.1, `${format}: ${seconds} s`);
+      }
+      const voices = (await (await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(modelDir)}`)).json()) as { data: { id: string }[] };
+      assert.deepEqual(
+        voices.data.map((v) => v.id),
+        ['default', 'jfk'],
+      );
+      const models = (await (await fetch(`${server.base}/v1/models`)).json()) as { data: { id: string; engine: string; task: string }[] };
+      assert.deepEqual(
+        models.data.filter((m) => m.id === modelDir).map((m) => [m.engine, m.task]),
+        [['ggml-tts', 'tts']],
+      );
+    });
+
+    it('works with the openai SDK', async () => {
+      const response = await sdk(server.base).audio.speech.create({
+        model: modelDir,
+        voice: 'alloy',
+        input: 'Hello from a GGML voice.',
+        response_format: 'wav' as OpenAI.Audio.SpeechCreateParams['response_format'],
+      });
+      assert.ok((await durationOf(Buffer.from(await response.arrayBuffer()), 'wav')) > 0.1);
+    });
+
+    it('streams one container in several chunks', async () => {
+      const response = await post(server.base, {
+        model: modelDir,
+        input: 'The first sentence is here. And a second one follows it.',
+        response_format: 'wav',
+        stream: true,
+        streaming_interval: 0.1,
+        seed: 3,
+      });
+      assert.equal(response.status, 200);
+      const chunks: Buffer[] = [];
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(Buffer.from(value));
+      }
+      assert.ok(chunks.length > 1, `${chunks.length} chunks`);
+      const body = Buffer.concat(chunks);
+      assert.equal(body.toString('ascii', 0, 4), 'RIFF');
+      assert.equal(body.indexOf('RIFF', 4), -1, 'one container');
+      assert.equal(body.readUInt32LE(4), 0xffffffff, 'streamed WAV: unknown size');
+      assert.ok((await decodeAudio(body, { sampleRate: RATE })).duration > 0.5);
+    });
+
+    it('is reproducible with a seed, and max_tokens bounds the frames', async () => {
+      const input = 'Seeds make sampling reproducible.';
+      const a = await pcmOf(server.base, { model: modelDir, input, seed: 42 });
+      const b = await pcmOf(server.base, { model: modelDir, input, seed: 42 });
+      assert.ok(a.length > 0);
+      assert.ok(a.equals(b), 'same seed, same PCM');
+      const c = await pcmOf(server.base, { model: modelDir, input, seed: 43 });
+      assert.ok(!a.equals(c), 'another seed, other PCM');
+      const bounded = await pcmOf(server.base, { model: modelDir, input, seed: 42, max_tokens: 4 });
+      assert.equal(bounded.length, 4 * FRAME * 2);
+      assert.ok(a.length > bounded.length);
+    });
+
+    it('clones from ref_audio (a data URL or a server path) and from a preset voice clip', async () => {
+      const input = 'Cloning a voice from a clip.';
+      const plain = await pcmOf(server.base, { model: modelDir, input, seed: 5 });
+      const dataUrl = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+      const cloned = await pcmOf(server.base, { model: modelDir, input, seed: 5, ref_audio: dataUrl });
+      assert.ok(!plain.equals(cloned), 'the reference changes the audio');
+      const byPath = await pcmOf(server.base, { model: modelDir, input, seed: 5, ref_audio: JFK_WAV, ref_text: 'ignored' });
+      assert.ok(byPath.equals(cloned), 'a path and a data URL of the same clip clone the same');
+      const preset = await pcmOf(server.base, { model: modelDir, input, seed: 5, voice: 'jfk' });
+      assert.ok(preset.equals(cloned), 'voices/jfk.wav is the same voice');
+    });
+
+    it('refuses what Pocket TTS cannot honour before any audio', async () => {
+      const base = { model: modelDir, input: 'Hello.' };
+      await expectEnvelope(await post(server.base, { ...base, instructions: 'whisper it' }), 400, 'invalid_request', 'instructions');
+      await expectEnvelope(await post(server.base, { ...base, lang_code: 'e' }), 400, 'invalid_request', 'lang_code');
+      await expectEnvelope(await post(server.base, { ...base, speed: 1.5 }), 400, 'invalid_request', 'speed');
+      await expectEnvelope(await post(server.base, { ...base, voice: 'nobody' }), 400, 'invalid_request', 'voice');
+      await expectEnvelope(await post(server.base, { ...base, seed: -1 }), 400, 'invalid_request');
+      const empty = `data:audio/wav;base64,${wavBytes(new Float32Array(0), RATE).toString('base64')}`;
+      const response = await post(server.base, { ...base, ref_audio: empty });
+      assert.equal(response.status, 400);
+      const { error } = (await response.json()) as { error: { param: string; message: string } };
+      assert.equal(error.param, 'ref_audio', error.message);
+      // temperature is accepted and ignored
+      assert.equal((await post(server.base, { ...base, temperature: 1.2, response_format: 'pcm' })).status, 200);
+    });
+
+    it('refuses a directory without mmproj and a GGUF of an unsupported architecture with 400 invalid_model', async () => {
+      const noMmproj = path.join(scratch, 'no-mmproj');
+      await fsp.mkdir(noMmproj);
+      await fsp.copyFile(tiny.model, path.join(noMmproj, path.basename(tiny.model)));
+      const response = await post(server.base, { model: noMmproj, input: 'Hello.' });
+      assert.equal(response.status, 400);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      assert.equal(error.code, 'invalid_model');
+      assert.match(error.message, /mmproj/);
+
+      const otherArch = path.join(scratch, 'other-arch');
+      await fsp.mkdir(otherArch);
+      await fsp.writeFile(path.join(otherArch, 'model.gguf'), ggufWithArchitecture('llama'));
+      await fsp.copyFile(tiny.mmproj, path.join(otherArch, 'mmproj-model.gguf'));
+      await expectEnvelope(await post(server.base, { model: otherArch, input: 'Hello.' }), 400, 'invalid_model', 'model');
+      await expectEnvelope(await post(server.base, { model: path.join(otherArch, 'model.gguf'), input: 'Hello.' }), 400, 'invalid_model', 'model');
+    });
+
+    it('stops synthesis when a streaming client leaves', { timeout: 120_000 }, async () => {
+      const before = await cancelledJobs(server.base);
+      const controller = new AbortController();
+      const response = await post(
+        server.base,
+        {
+          model: modelDir,
+          input: 'A sentence that keeps the model busy for a while, on and on. '.repeat(20),
+          stream: true,
+          response_format: 'wav',
+          streaming_interval: 0.1,
+        },
+        controller.signal,
+      );
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read(); // audio started
+      controller.abort();
+      while ((await cancelledJobs(server.base)) === before) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal((await post(server.base, { model: modelDir, input: 'Still here.', response_format: 'pcm' })).status, 200);
+    });
+  });
+
+  describe('through the hub', () => {
+    it('loads owner/pocket from a hub repository with the backbone and its mmproj', async (t) => {
+      const double = await HubDouble.start();
+      t.after(() => double.close());
+      double.addRepo('owner/pocket', {
+        files: { [path.basename(tiny.model)]: tiny.model, [path.basename(tiny.mmproj)]: tiny.mmproj, 'README.md': Buffer.from('# pocket') },
+      });
+      const server = await startTestServer(t, {}, { HF_ENDPOINT: double.endpoint });
+      const response = await post(server.base, { model: 'owner/pocket', input: 'Hello from the hub.', response_format: 'wav', seed: 1 });
+      assert.equal(response.status, 200, await response.clone().text());
+      assert.ok((await durationOf(Buffer.from(await response.arrayBuffer()), 'wav')) > 0.1);
+    });
+  });
+});
