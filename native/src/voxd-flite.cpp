@@ -1,5 +1,6 @@
 #include "voxd-flite.h"
 #include "voxd-clib.h"
+#include "voxd-pcm-stream.h"
 
 // Types and prototypes only: every function is resolved with dlsym, none is linked.
 #include <flite/flite.h>
@@ -353,69 +354,14 @@ namespace {
 // The text is cut into utterances as flite's own file reader (flite_ts_to_speech) cuts it: at the voice's
 // utterance breaks (sentence ends), at most 500 tokens each. Each utterance is synthesised with its own
 // features (speed, streaming), so nothing shared is written and calls may overlap. Samples are appended as flite
-// streams them; JS receives them in chunks through a thread-safe function while the worker runs.
-class voxd_flite_job : public std::enable_shared_from_this<voxd_flite_job> {
+// streams them; JS receives them in chunks while the worker runs (see voxd-pcm-stream.h).
+class voxd_flite_job : public voxd_pcm_stream_job {
 public:
     voxd_flite_job(std::shared_ptr<const voxd_flite_voices> voices, std::string text, size_t voice, float speed, voxd_abort_ptr abort)
         : m_voices(std::move(voices)), m_text(std::move(text)), m_voice(voice), m_speed(speed), m_abort(std::move(abort)) {}
 
-    // Audio goes to JS through this while the worker runs (see voxd-whisper.cpp for the same arrangement):
-    // created on the main thread with one thread reference, owned by the worker, released when execute() ends.
-    Napi::ThreadSafeFunction tsfn;
-    bool                     streaming = false;
-
-    // Worker thread.
-    void execute() {
-        struct tsfn_release {
-            voxd_flite_job & job;
-            ~tsfn_release() { if (job.streaming) job.tsfn.Release(); }
-        } guard{ *this };
-        try {
-            run();
-        } catch (...) {
-            m_failed.store(true); // set before the rejection, so no audio reaches JS after it
-            throw;
-        }
-    }
-
-    // Main thread: hands the samples made ready and not yet delivered to `fn`, in order. Called by queued TSFN
-    // calls and once more before the promise resolves, so every sample arrives exactly once and before the result.
-    void deliver(Napi::Env env, Napi::Function fn, bool everything) {
-        if (m_failed.load()) {
-            return;
-        }
-        Napi::Float32Array chunk;
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            const size_t end = everything ? m_samples.size() : m_ready;
-            if (end <= m_delivered) {
-                return;
-            }
-            chunk = Napi::Float32Array::New(env, end - m_delivered);
-            std::copy(m_samples.begin() + (std::ptrdiff_t) m_delivered, m_samples.begin() + (std::ptrdiff_t) end, chunk.Data());
-            m_delivered = end;
-        }
-        try {
-            fn.Call({ chunk });
-        } catch (const Napi::Error &) {
-            // the exception is cleared; it must not escape into libuv. The engine's wrapper catches its own.
-        }
-    }
-
-    size_t samples() {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        return m_samples.size();
-    }
-
-    Napi::Value result_to_js(Napi::Env env) {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        Napi::Float32Array out = Napi::Float32Array::New(env, m_samples.size());
-        std::copy(m_samples.begin(), m_samples.end(), out.Data());
-        return out;
-    }
-
 private:
-    void run() {
+    void run() override {
         voxd_check_abort(m_abort);
         const voxd_flite_library_state & lib = *m_voices->library;
         cst_voice * voice = lib.voices[m_voice];
@@ -562,18 +508,8 @@ private:
     // Makes the samples so far deliverable, and wakes JS when a chunk's worth (or, with `force`, any) is pending.
     // Called inside flite's frames: throws nothing.
     void flush(bool force) noexcept {
-        if (!streaming) {
-            return;
-        }
         try {
-            {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                if (m_samples.size() == m_ready || (!force && m_samples.size() - m_ready < k_chunk_samples)) {
-                    return;
-                }
-                m_ready = m_samples.size();
-            }
-            tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn, false); });
+            make_ready(force ? 1 : k_chunk_samples);
         } catch (...) {
             m_status = status::out_of_memory; // the result still carries every sample; this stops the synthesis
         }
@@ -589,12 +525,6 @@ private:
     status m_status   = status::ok;
     int    m_streamed = 0; // samples of the current utterance's wave streamed so far
     int    m_bad_rate = 0;
-
-    std::mutex         m_mutex; // guards the three below
-    std::vector<float> m_samples;
-    size_t             m_ready     = 0; // samples JS may receive now
-    size_t             m_delivered = 0; // samples JS has received
-    std::atomic<bool>  m_failed{ false };
 };
 
 } // namespace
@@ -703,25 +633,7 @@ Napi::Value voxd_flite_model::synthesize(const Napi::CallbackInfo & info) {
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[3]);
 
     auto job = std::make_shared<voxd_flite_job>(m_voices, std::move(text), voice, (float) speed, abort);
-    // the final flush calls the callback directly; the reference lives in the settle lambda, on the main thread
-    std::shared_ptr<Napi::FunctionReference> callback;
-    if (info[2].IsFunction()) {
-        Napi::Function fn = info[2].As<Napi::Function>();
-        callback = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
-        job->tsfn = Napi::ThreadSafeFunction::New(env, fn, "voxd.flite.audio", 0 /* unbounded queue */, 1 /* the worker */);
-        job->streaming = true;
-    }
-    return voxd_async_worker<bool>::run(env, "voxd.flite.synthesize",
-        [job]() {
-            job->execute();
-            return true;
-        },
-        [job, callback](Napi::Env env, bool &) -> Napi::Value {
-            if (callback) {
-                job->deliver(env, callback->Value(), true); // audio still queued in the TSFN arrives before the result
-            }
-            return job->result_to_js(env);
-        });
+    return voxd_pcm_stream_job::start(env, job, info[2], "voxd.flite.synthesize", "voxd.flite.audio");
 }
 
 Napi::Value voxd_flite_model::release(const Napi::CallbackInfo & info) {

@@ -1,4 +1,5 @@
 #include "voxd-tts-ggml.h"
+#include "voxd-pcm-stream.h"
 
 #include "gguf.h"
 #include "llama.h"
@@ -169,60 +170,11 @@ struct synthesis_params {
     int                max_frames    = 0; // 0 = the model's own limit
 };
 
-// Runs on a worker; audio is appended as frames are decoded and handed to JS through a thread-safe function
-// (the arrangement of voxd-flite.cpp: every sample reaches onAudio exactly once, before the promise resolves,
-// none after a rejection).
-class voxd_tts_ggml_job : public std::enable_shared_from_this<voxd_tts_ggml_job> {
+// Runs on a worker; audio is appended as frames are decoded and streamed to JS (see voxd-pcm-stream.h).
+class voxd_tts_ggml_job : public voxd_pcm_stream_job {
 public:
     voxd_tts_ggml_job(std::shared_ptr<voxd_tts_ggml_data> data, synthesis_params params, voxd_abort_ptr abort)
         : m_data(std::move(data)), m_params(std::move(params)), m_abort(std::move(abort)) {}
-
-    // Created on the main thread with one thread reference, owned by the worker, released when execute() ends.
-    Napi::ThreadSafeFunction tsfn;
-    bool                     streaming = false;
-
-    void execute() {
-        struct tsfn_release {
-            voxd_tts_ggml_job & job;
-            ~tsfn_release() { if (job.streaming) job.tsfn.Release(); }
-        } guard{ *this };
-        try {
-            std::lock_guard<std::mutex> lock(m_data->mutex);
-            run();
-        } catch (...) {
-            m_failed.store(true); // set before the rejection, so no audio reaches JS after it
-            throw;
-        }
-    }
-
-    void deliver(Napi::Env env, Napi::Function fn, bool everything) {
-        if (m_failed.load()) {
-            return;
-        }
-        Napi::Float32Array chunk;
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            const size_t end = everything ? m_samples.size() : m_ready;
-            if (end <= m_delivered) {
-                return;
-            }
-            chunk = Napi::Float32Array::New(env, end - m_delivered);
-            std::copy(m_samples.begin() + (std::ptrdiff_t) m_delivered, m_samples.begin() + (std::ptrdiff_t) end, chunk.Data());
-            m_delivered = end;
-        }
-        try {
-            fn.Call({ chunk });
-        } catch (const Napi::Error &) {
-            // cleared here: it must not escape into libuv; the engine's wrapper catches its own callback's errors
-        }
-    }
-
-    Napi::Value result_to_js(Napi::Env env) {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        Napi::Float32Array out = Napi::Float32Array::New(env, m_samples.size());
-        std::copy(m_samples.begin(), m_samples.end(), out.Data());
-        return out;
-    }
 
 private:
     // Clears the sequence's KV cells whatever way the synthesis ends.
@@ -231,7 +183,8 @@ private:
         ~kv_clear() { llama_memory_clear(llama_get_memory(lctx), true); }
     };
 
-    void run() {
+    void run() override {
+        std::lock_guard<std::mutex> lock(m_data->mutex); // one synthesis at a time on the model's context
         voxd_tts_ggml_data & d = *m_data;
         t_last_error.clear();
         voxd_check_abort(m_abort);
@@ -337,23 +290,13 @@ private:
                 const float v = pcm[i];
                 m_samples.push_back(std::isfinite(v) ? v : 0.0f);
             }
-            if (!streaming) {
-                return;
-            }
-            m_ready = m_samples.size();
         }
-        tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn, false); });
+        make_ready(1);
     }
 
     std::shared_ptr<voxd_tts_ggml_data> m_data; // keeps the model alive while this runs
     synthesis_params                    m_params;
     voxd_abort_ptr                      m_abort;
-
-    std::mutex         m_mutex; // guards the three below
-    std::vector<float> m_samples;
-    size_t             m_ready     = 0;
-    size_t             m_delivered = 0;
-    std::atomic<bool>  m_failed{ false };
 };
 
 uint32_t random_seed() {
@@ -478,24 +421,7 @@ Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[2]);
 
     auto job = std::make_shared<voxd_tts_ggml_job>(data, std::move(params), abort);
-    std::shared_ptr<Napi::FunctionReference> callback; // main thread only: the settle lambda's final flush
-    if (info[1].IsFunction()) {
-        Napi::Function fn = info[1].As<Napi::Function>();
-        callback = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
-        job->tsfn = Napi::ThreadSafeFunction::New(env, fn, "voxd.tts_ggml.audio", 0 /* unbounded queue */, 1 /* the worker */);
-        job->streaming = true;
-    }
-    return voxd_async_worker<bool>::run(env, "voxd.tts_ggml.synthesize",
-        [job]() {
-            job->execute();
-            return true;
-        },
-        [job, callback](Napi::Env env, bool &) -> Napi::Value {
-            if (callback) {
-                job->deliver(env, callback->Value(), true); // audio still queued in the TSFN arrives before the result
-            }
-            return job->result_to_js(env);
-        });
+    return voxd_pcm_stream_job::start(env, job, info[1], "voxd.tts_ggml.synthesize", "voxd.tts_ggml.audio");
 }
 
 Napi::Value voxd_tts_ggml_model::release(const Napi::CallbackInfo & info) {

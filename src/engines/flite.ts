@@ -11,7 +11,7 @@
 import { availableParallelism } from 'node:os';
 import { ApiError } from '../http/errors.js';
 import { isNativeError, loadNative, type NativeFliteModel } from '../native/addon.js';
-import { abortFlagFor } from './native-abort.js';
+import { withCallbackAbort } from './native-abort.js';
 import type { SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 
 /** The reserved model ID of the built-in voices. */
@@ -95,30 +95,7 @@ class FliteTtsModel implements TtsModel {
     }
     // temperature and maxTokens are ignored: flite does not sample
 
-    // the flag follows the request's signal, and also stops the work when the caller's onAudio throws
-    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
-    let callbackFailed = false;
-    let callbackError: unknown;
-    const userOnAudio = options.onAudio;
-    const onAudio = userOnAudio
-      ? (samples: Float32Array) => {
-          if (callbackFailed) return;
-          try {
-            userOnAudio(samples);
-          } catch (error) {
-            callbackFailed = true;
-            callbackError = error;
-            flag.abort();
-          }
-        }
-      : null;
-    try {
-      const samples = await native.synthesize(request.text, { voice, speed }, onAudio, flag);
-      if (callbackFailed) throw callbackError;
-      return samples;
-    } catch (error) {
-      throw callbackFailed ? callbackError : error;
-    }
+    return withCallbackAbort(options.signal, options.onAudio, (flag, onAudio) => native.synthesize(request.text, { voice, speed }, onAudio, flag));
   }
 
   async dispose(): Promise<void> {

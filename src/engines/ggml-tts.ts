@@ -18,7 +18,7 @@ import path from 'node:path';
 import { ApiError } from '../http/errors.js';
 import { isNativeError, loadNative, type NativeTtsGgmlModel } from '../native/addon.js';
 import { decodeAudioNative } from './audio-decoder.js';
-import { abortFlagFor } from './native-abort.js';
+import { withCallbackAbort } from './native-abort.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 
 export const GGML_TTS_ENGINE = 'ggml-tts';
@@ -226,35 +226,14 @@ class GgmlTtsModel implements TtsModel {
     }
     // temperature is ignored: the helper uses the weight pack's own noise scale
 
-    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
-    let callbackFailed = false;
-    let callbackError: unknown;
-    const userOnAudio = options.onAudio;
-    const onAudio = userOnAudio
-      ? (samples: Float32Array) => {
-          if (callbackFailed) return;
-          try {
-            userOnAudio(samples);
-          } catch (error) {
-            callbackFailed = true;
-            callbackError = error;
-            flag.abort();
-          }
-        }
-      : null;
-    try {
-      const samples = await native.synthesize(
-        { text: request.text, reference, seed: request.seed ?? null, maxFrames: request.maxTokens ?? null },
-        onAudio,
-        flag,
-      );
-      if (callbackFailed) throw callbackError;
-      return samples;
-    } catch (error) {
-      if (callbackFailed) throw callbackError;
-      if (isNativeError(error) && error.code === 'invalid_argument') throw new ApiError('invalid_request', error.message, { cause: error });
-      throw error;
-    }
+    return withCallbackAbort(options.signal, options.onAudio, async (flag, onAudio) => {
+      try {
+        return await native.synthesize({ text: request.text, reference, seed: request.seed ?? null, maxFrames: request.maxTokens ?? null }, onAudio, flag);
+      } catch (error) {
+        if (isNativeError(error) && error.code === 'invalid_argument') throw new ApiError('invalid_request', error.message, { cause: error });
+        throw error;
+      }
+    });
   }
 
   async dispose(): Promise<void> {

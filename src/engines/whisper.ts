@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
 import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
 import { ApiError } from '../http/errors.js';
-import { abortFlagFor } from './native-abort.js';
+import { withCallbackAbort } from './native-abort.js';
 import type {
   Engine,
   ResolvedModel,
@@ -168,29 +168,12 @@ class WhisperSttModel implements SttModel {
       wordTimestamps,
     };
 
-    // the flag follows the request's signal, and also stops the work when the caller's onSegment throws
-    const flag = abortFlagFor(options.signal) ?? new (loadNative().AbortFlag)();
-    let callbackFailed = false;
-    let callbackError: unknown;
     const userOnSegment = options.onSegment;
-    const onSegment = userOnSegment
-      ? (segment: NativeWhisperSegment, lang: string) => {
-          if (callbackFailed) return;
-          try {
-            userOnSegment(toSegment(segment, wordTimestamps), lang);
-          } catch (error) {
-            callbackFailed = true;
-            callbackError = error;
-            flag.abort();
-          }
-        }
-      : null;
-
+    const onSegment = userOnSegment ? (segment: NativeWhisperSegment, lang: string) => userOnSegment(toSegment(segment, wordTimestamps), lang) : undefined;
     running += 1;
     try {
       params.threads = threadsForNewJob();
-      const result = await native.transcribe(samples, params, onSegment, flag);
-      if (callbackFailed) throw callbackError;
+      const result = await withCallbackAbort(options.signal, onSegment, (flag, guarded) => native.transcribe(samples, params, guarded, flag));
       const segments = result.segments.map((segment) => toSegment(segment, wordTimestamps));
       return {
         text: segments
@@ -201,8 +184,6 @@ class WhisperSttModel implements SttModel {
         duration: samples.length / SAMPLE_RATE,
         segments,
       };
-    } catch (error) {
-      throw callbackFailed ? callbackError : error;
     } finally {
       running -= 1;
     }
