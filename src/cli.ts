@@ -42,6 +42,7 @@ function serveCommand(): Command {
     .option('--tts-max-batch-size <n>', 'maximum TTS requests per continuous batch (default: 8; env VOXD_TTS_MAX_BATCH_SIZE)')
     .option('--stt-model <id>', 'model behind the vendor aliases whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe')
     .option('--tts-model <id>', 'model behind the vendor aliases tts-1, tts-1-hd, gpt-4o-mini-tts (default: flite; env VOXD_TTS_MODEL)')
+    .option('--voices-dir <dir>', 'reference clips offered as voices by every GGML TTS model that clones, beside its own voices/ (env VOXD_VOICES_DIR)')
     .option('--models-dir <dir>', 'allow local model paths (and ref_audio paths) only under this root; repeatable', collect)
     .option('--offline', 'never contact the model hub; use the local cache only (also HF_HUB_OFFLINE=1)')
     .option('--preload <id>', 'load this model at start and keep it resident; /readyz waits for it; repeatable', collect)

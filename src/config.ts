@@ -2,6 +2,7 @@
  * Server configuration: one zod schema for every setting, filled from command-line flags, then the
  * VOXD_* environment variables, then defaults. A flag given explicitly always wins over its variable.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
@@ -14,6 +15,13 @@ export const DEFAULT_TTS_MODEL = 'flite';
 
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().nonnegative();
+/** A directory that must exist when the server starts (its message names the path). */
+const existingDir = z
+  .string()
+  .min(1)
+  .refine((dir) => fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory() ?? false, {
+    error: (issue) => (fs.existsSync(String(issue.input)) ? `${String(issue.input)} is not a directory` : `directory ${String(issue.input)} does not exist`),
+  });
 
 export const configSchema = z.object({
   host: z.string().min(1).default('localhost'),
@@ -29,6 +37,7 @@ export const configSchema = z.object({
   ttsMaxBatchSize: positiveInt.max(256).default(8),
   sttModel: z.string().min(1).nullable().default(DEFAULT_STT_MODEL),
   ttsModel: z.string().min(1).nullable().default(DEFAULT_TTS_MODEL),
+  voicesDir: existingDir.nullable().default(null),
   modelsDirs: z.array(z.string().min(1)).default([]),
   offline: z.boolean().default(false),
   preload: z.array(z.string().min(1)).default([]),
@@ -52,7 +61,7 @@ export const configSchema = z.object({
 
 export type Config = z.infer<typeof configSchema>;
 
-/** The five environment variables of the seed spec, plus the STT and TTS defaults and the cache location. */
+/** The five environment variables of the seed spec, plus the STT and TTS defaults, the shared voices and the cache location. */
 export const ENV_VARIABLES = {
   realtimeModel: 'VOXD_REALTIME_MODEL',
   realtimeTranscriptionDelayMs: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
@@ -60,6 +69,7 @@ export const ENV_VARIABLES = {
   ttsMaxBatchSize: 'VOXD_TTS_MAX_BATCH_SIZE',
   sttModel: 'VOXD_STT_MODEL',
   ttsModel: 'VOXD_TTS_MODEL',
+  voicesDir: 'VOXD_VOICES_DIR',
   allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
   cacheDir: 'VOXD_CACHE_DIR',
 } as const satisfies Partial<Record<keyof Config, string>>;

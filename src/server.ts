@@ -5,7 +5,7 @@
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
-import { ggmlTtsEngine } from './engines/ggml-tts.js';
+import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { whisperEngine } from './engines/whisper.js';
@@ -47,7 +47,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     progressBar: true,
   });
   const registry = new ModelRegistry({
-    engines: [sileroVadEngine, whisperEngine, ggmlTtsEngine],
+    engines: [sileroVadEngine, whisperEngine, createGgmlTtsEngine({ voicesDir: config.voicesDir })],
     hub,
     logger,
     metrics,

@@ -78,6 +78,11 @@ describe('voxd command line', { timeout: 120_000 }, () => {
       { args: ['serve', ...common, '--port', port, '--tts-max-batch-size', '0'], names: '--tts-max-batch-size' },
       { args: ['serve', ...common, '--port', port], env: { VOXD_TTS_MAX_BATCH_SIZE: 'abc' }, names: 'VOXD_TTS_MAX_BATCH_SIZE' },
       { args: ['serve', ...common, '--port', port, '--log-level', 'loud'], names: '--log-level' },
+      {
+        args: ['serve', ...common, '--port', port, '--voices-dir', path.join(scratch, 'no-voices')],
+        names: `--voices-dir: directory ${path.join(scratch, 'no-voices')}`,
+      },
+      { args: ['serve', ...common, '--port', port], env: { VOXD_VOICES_DIR: path.join(scratch, 'no-voices') }, names: 'VOXD_VOICES_DIR' },
     ];
     for (const { args, env, names } of cases) {
       const what = `${env ? Object.entries(env).map(([k, v]) => `${k}=${v} `) : ''}${args.slice(-2).join(' ')}`;

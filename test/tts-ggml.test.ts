@@ -2,7 +2,8 @@
  * The GGML TTS engine (llama.cpp's libmtmd audio generation) with a random-weight Pocket TTS model
  * (scripts/make-tts-test-model.mjs, tiny): the native surface directly, then POST /v1/audio/speech on a real server
  * with the model directory as `model` (every format, the SDK, streaming, cloning, seeds, max_tokens, a client that
- * leaves, bad input) and through a local hub double. The audio is noise; the plumbing is what is tested.
+ * leaves, bad input), with a server-wide --voices-dir, and through a local hub double. The audio is noise; the
+ * plumbing is what is tested.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import type OpenAI from 'openai';
+import { ConfigError, resolveConfig } from '../src/config.js';
 import { ggmlTtsEngine, readGgufArchitecture } from '../src/engines/ggml-tts.js';
 import { loadNative } from '../src/native/addon.js';
 import type { AudioFormat } from '../src/services/audio/encode.js';
@@ -293,6 +295,88 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       controller.abort();
       while ((await cancelledJobs(server.base)) === before) await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal((await post(server.base, { model: modelDir, input: 'Still here.', response_format: 'pcm' })).status, 200);
+    });
+  });
+
+  describe('--voices-dir', () => {
+    let server: TestServer;
+    /** kennedy.wav (the JFK clip) and jfk.wav (a tone: clashes with the model's own voices/jfk.wav). */
+    let sharedDir: string;
+    /** The tiny pair alone, without a voices/ folder. */
+    let bareDir: string;
+    const tone = new Float32Array(RATE * 2).map((_, i) => 0.3 * Math.sin((2 * Math.PI * 220 * i) / RATE) * Math.sin((Math.PI * i) / (RATE * 2)));
+    const toneUrl = `data:audio/wav;base64,${wavBytes(tone, RATE).toString('base64')}`;
+    const jfkUrl = (): string => `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+    const voicesOf = async (model: string): Promise<{ id: string; name: string }[]> => {
+      const response = await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(model)}`);
+      assert.equal(response.status, 200, await response.clone().text());
+      return ((await response.json()) as { data: { id: string; name: string }[] }).data;
+    };
+    before(async () => {
+      sharedDir = path.join(scratch, 'shared-voices');
+      await fsp.mkdir(sharedDir);
+      await fsp.copyFile(JFK_WAV, path.join(sharedDir, 'kennedy.wav'));
+      await fsp.writeFile(path.join(sharedDir, 'jfk.wav'), wavBytes(tone, RATE));
+      await fsp.writeFile(path.join(sharedDir, 'notes.txt'), 'not audio: skipped');
+      bareDir = path.join(scratch, 'bare');
+      await fsp.mkdir(bareDir);
+      for (const file of [tiny.model, tiny.mmproj]) await fsp.copyFile(file, path.join(bareDir, path.basename(file)));
+      server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { voicesDir: sharedDir });
+    });
+
+    it('lists the shared clips as voices of every model, after its own voices/', async () => {
+      assert.deepEqual(
+        (await voicesOf(modelDir)).map((v) => v.id),
+        ['default', 'jfk', 'kennedy'],
+      );
+      assert.deepEqual(
+        (await voicesOf(bareDir)).map((v) => v.id),
+        ['default', 'jfk', 'kennedy'],
+      );
+      const own = (await voicesOf(modelDir)).find((v) => v.id === 'jfk');
+      assert.match(own!.name, /voices\//, "the model folder's jfk is listed");
+    });
+
+    it('clones a shared voice exactly as ref_audio of the same clip does', async () => {
+      const input = 'A voice from the shared folder.';
+      const preset = await pcmOf(server.base, { model: modelDir, input, seed: 9, voice: 'kennedy' });
+      const cloned = await pcmOf(server.base, { model: modelDir, input, seed: 9, ref_audio: jfkUrl() });
+      assert.ok(preset.equals(cloned), '--voices-dir/kennedy.wav is the JFK clip');
+      const plain = await pcmOf(server.base, { model: modelDir, input, seed: 9 });
+      assert.ok(!plain.equals(preset), 'the shared voice changes the audio');
+      // a model without voices/ of its own speaks the shared clips too
+      const bare = await pcmOf(server.base, { model: bareDir, input, seed: 9, voice: 'jfk' });
+      assert.ok(bare.equals(await pcmOf(server.base, { model: bareDir, input, seed: 9, ref_audio: toneUrl })), 'bare model: jfk is the shared tone');
+    });
+
+    it("prefers the model's own voices/ clip on a name clash", async () => {
+      const input = 'Whose voice is this?';
+      const preset = await pcmOf(server.base, { model: modelDir, input, seed: 11, voice: 'jfk' });
+      const own = await pcmOf(server.base, { model: modelDir, input, seed: 11, ref_audio: jfkUrl() });
+      const shared = await pcmOf(server.base, { model: modelDir, input, seed: 11, ref_audio: toneUrl });
+      assert.ok(!own.equals(shared), 'the two clips clone differently');
+      assert.ok(preset.equals(own), 'voices/jfk.wav wins over --voices-dir/jfk.wav');
+    });
+
+    it('refuses a missing directory in the configuration with one line naming it', async () => {
+      const missing = path.join(scratch, 'no-such-voices');
+      for (const [flags, env, source] of [
+        [{ voicesDir: missing }, {}, '--voices-dir'],
+        [{}, { VOXD_VOICES_DIR: missing }, 'VOXD_VOICES_DIR'],
+      ] as const) {
+        assert.throws(
+          () => resolveConfig(flags, env),
+          (error: unknown) => {
+            assert.ok(error instanceof ConfigError);
+            assert.equal(error.message, `invalid value for ${source}: directory ${missing} does not exist`);
+            return true;
+          },
+        );
+      }
+      const file = path.join(sharedDir, 'kennedy.wav');
+      assert.throws(() => resolveConfig({ voicesDir: file }, {}), { message: `invalid value for --voices-dir: ${file} is not a directory` });
+      assert.equal(resolveConfig({}, {}).voicesDir, null);
+      assert.equal(resolveConfig({}, { VOXD_VOICES_DIR: sharedDir }).voicesDir, sharedDir);
     });
   });
 

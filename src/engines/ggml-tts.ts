@@ -6,7 +6,9 @@
  *
  * A model is a directory holding `<name>.gguf` and `mmproj*.gguf` (the layout of llama.cpp's hub repositories), a
  * backbone file with its mmproj beside it, or a hub repository (the registry downloads both). Voices: `default`
- * (no reference) and one per audio clip in the model directory's `voices/` folder, which clones that clip.
+ * (no reference) and one per audio clip in the model directory's `voices/` folder, which clones that clip, plus one
+ * per clip of the server's `--voices-dir` (handed in through `createGgmlTtsEngine`; the model's own clip wins on a
+ * name clash).
  *
  * Request fields: `max_tokens` bounds the frames (12.5 per second of audio), the `seed` extension makes the
  * sampling reproducible, `ref_audio` clones a voice; `temperature` and `ref_text` are ignored (the helper uses the
@@ -149,9 +151,11 @@ async function locateFiles(resolved: ResolvedModel): Promise<ModelFiles> {
   return { model: resolved.path, mmproj: resolved.projector ?? (await projectorIn(dir)), voicesDir: path.join(dir, VOICES_DIR) };
 }
 
-/** Preset voices: every clip in `dir` the decoder reads, at `sampleRate` mono, named by its file name less the extension. */
-async function loadVoiceClips(dir: string, sampleRate: number): Promise<Map<string, Float32Array>> {
-  const clips = new Map<string, Float32Array>();
+/**
+ * Preset voices: every clip in `dir` the decoder reads, at `sampleRate` mono, named by its file name less the
+ * extension, added to `clips` unless it already holds that name (so the directory read first wins).
+ */
+async function loadVoiceClips(dir: string, sampleRate: number, clips: Map<string, VoiceClip>, origin: string): Promise<void> {
   for (const name of await listDir(dir)) {
     if (name.startsWith('.')) continue;
     const id = name.replace(/\.[^.]*$/, '');
@@ -160,9 +164,14 @@ async function loadVoiceClips(dir: string, sampleRate: number): Promise<Map<stri
     if (!data || data.length === 0) continue;
     // files that are not audio (a README, a licence) are skipped
     const decoded = await decodeAudioNative(data, { sampleRate, maxSeconds: 60 }).catch(() => null);
-    if (decoded && decoded.samples.length > 0) clips.set(id, decoded.samples);
+    if (decoded && decoded.samples.length > 0) clips.set(id, { samples: decoded.samples, origin });
   }
-  return clips;
+}
+
+/** A preset voice's reference clip and where it came from (for the voice list). */
+interface VoiceClip {
+  samples: Float32Array;
+  origin: string;
 }
 
 // ---- the model ----
@@ -187,13 +196,16 @@ class GgmlTtsModel implements TtsModel {
   constructor(
     readonly id: string,
     private native: NativeTtsGgmlModel | null,
-    private readonly clips: Map<string, Float32Array>,
+    private readonly clips: Map<string, VoiceClip>,
   ) {
     const info = native?.info() ?? { arch: '', sampleRate: 24000, variant: '' };
     this.sampleRate = info.sampleRate;
     this.arch = info.arch;
     this.variant = info.variant;
-    this.voices = [{ id: DEFAULT_VOICE, name: 'default (no reference voice)' }, ...[...clips.keys()].map((id) => ({ id, name: `${id} (voices/ clip)` }))];
+    this.voices = [
+      { id: DEFAULT_VOICE, name: 'default (no reference voice)' },
+      ...[...clips].map(([id, clip]) => ({ id, name: `${id} (${clip.origin} clip)` })),
+    ];
     this.voiceAliases = Object.freeze(Object.fromEntries(VENDOR_VOICE_NAMES.map((name) => [name, DEFAULT_VOICE])));
   }
 
@@ -217,7 +229,7 @@ class GgmlTtsModel implements TtsModel {
         throw new ApiError('invalid_audio', 'ref_audio is empty: the reference clip has no samples', { param: 'ref_audio' });
       reference = request.reference.samples;
     } else if (request.voice && request.voice !== DEFAULT_VOICE) {
-      reference = this.clips.get(request.voice) ?? null;
+      reference = this.clips.get(request.voice)?.samples ?? null;
       if (!reference) {
         throw new ApiError('invalid_request', `unknown voice '${request.voice}' for model ${this.id}; voices: ${this.voices.map((v) => v.id).join(', ')}`, {
           param: 'voice',
@@ -242,31 +254,50 @@ class GgmlTtsModel implements TtsModel {
   }
 }
 
-export const ggmlTtsEngine: Engine<TtsModel> = {
-  name: GGML_TTS_ENGINE,
-  task: 'tts',
+export interface GgmlTtsEngineOptions {
+  /**
+   * A directory of reference clips (`--voices-dir`) offered as preset voices by every model that clones, after the
+   * model's own `voices/` folder (whose clip wins on a name clash). Null: the model's own voices only.
+   */
+  voicesDir?: string | null;
+}
 
-  async detect(p: string): Promise<boolean> {
-    if (await isDirectory(p)) return (await backbonesIn(p)).length > 0;
-    if (PROJECTOR_FILE.test(path.basename(p))) return false;
-    const arch = await readGgufArchitecture(p);
-    return arch !== null && GGML_TTS_ARCHITECTURES.includes(arch);
-  },
+/** The engine, with the server-wide options every model it loads shares. */
+export function createGgmlTtsEngine(options: GgmlTtsEngineOptions = {}): Engine<TtsModel> {
+  const extraVoicesDir = options.voicesDir ?? null;
+  return {
+    name: GGML_TTS_ENGINE,
+    task: 'tts',
 
-  async load(resolved: ResolvedModel): Promise<TtsModel> {
-    const files = await locateFiles(resolved);
-    if (!files.mmproj) {
-      throw new Error(
-        `no mmproj found for ${files.model}: a Pocket TTS model needs its mmproj GGUF (mmproj*.gguf beside the backbone, or in the hub repository)`,
-      );
-    }
-    const native = await loadNative().TtsGgmlModel.load({ model: files.model, mmproj: files.mmproj });
-    try {
-      const clips = await loadVoiceClips(files.voicesDir, native.info().sampleRate);
-      return new GgmlTtsModel(resolved.id, native, clips);
-    } catch (error) {
-      native.release();
-      throw error;
-    }
-  },
-};
+    async detect(p: string): Promise<boolean> {
+      if (await isDirectory(p)) return (await backbonesIn(p)).length > 0;
+      if (PROJECTOR_FILE.test(path.basename(p))) return false;
+      const arch = await readGgufArchitecture(p);
+      return arch !== null && GGML_TTS_ARCHITECTURES.includes(arch);
+    },
+
+    async load(resolved: ResolvedModel): Promise<TtsModel> {
+      const files = await locateFiles(resolved);
+      if (!files.mmproj) {
+        throw new Error(
+          `no mmproj found for ${files.model}: a Pocket TTS model needs its mmproj GGUF (mmproj*.gguf beside the backbone, or in the hub repository)`,
+        );
+      }
+      const native = await loadNative().TtsGgmlModel.load({ model: files.model, mmproj: files.mmproj });
+      try {
+        const sampleRate = native.info().sampleRate;
+        const clips = new Map<string, VoiceClip>();
+        await loadVoiceClips(files.voicesDir, sampleRate, clips, `${VOICES_DIR}/`);
+        // every model this engine drives clones; one that did not would skip the shared clips
+        if (extraVoicesDir) await loadVoiceClips(extraVoicesDir, sampleRate, clips, '--voices-dir');
+        return new GgmlTtsModel(resolved.id, native, clips);
+      } catch (error) {
+        native.release();
+        throw error;
+      }
+    },
+  };
+}
+
+/** The engine without server-wide voices (the model's own `voices/` only). */
+export const ggmlTtsEngine: Engine<TtsModel> = createGgmlTtsEngine();

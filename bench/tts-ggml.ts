@@ -1,0 +1,226 @@
+/**
+ * GGML text-to-speech benchmark (`npm run bench:tts-ggml`) on the realistic-size random-weight Pocket TTS model
+ * (scripts/make-tts-test-model.mjs, generated into build/test-models on first use): one request of a fixed number
+ * of frames with a fixed seed, with and without a reference clip (jfk.wav through the speaker encoder),
+ *  1. in-process through the engine: frames per second and real-time factor (median of 3 after a warm-up);
+ *  2. the same over HTTP (POST /v1/audio/speech, pcm, the model directory as `model`), so the HTTP overhead shows;
+ *  3. for reference, llama.cpp's own llama-tts on the same model and text, when a build exists at
+ *     /tmp/llama-build/bin/llama-tts (not built here). Its wall time includes loading the model, so a 1-frame run
+ *     is timed too and the difference gives the generation rate; its own `timings:` line is reported beside.
+ * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too.
+ *
+ * Continuous batching (8 concurrent requests vs serial) is not implemented yet; it joins as another section here.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { resolveConfig } from '../src/config.js';
+import { ggmlTtsEngine } from '../src/engines/ggml-tts.js';
+import type { SynthesisRequest, TtsModel } from '../src/engines/types.js';
+import { loadNative, NativeLogLevel } from '../src/native/addon.js';
+import { decodeAudio } from '../src/services/audio/decode.js';
+import { startServer } from '../src/server.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const JFK_WAV = path.join(root, '..', 'shared', 'audio', 'speech', 'jfk.wav');
+const LLAMA_TTS = '/tmp/llama-build/bin/llama-tts';
+const RATE = 24000;
+/** Samples per Pocket TTS frame (12.5 frames per second of audio). */
+const FRAME = 1920;
+/** Frames per request (`max_tokens`): 8 s of audio. */
+const FRAMES = 100;
+const SEED = 1;
+const RUNS = 3;
+/** One sentence under the helper's 50-token chunk, long enough that its frame budget exceeds FRAMES. */
+const TEXT = 'The quick brown fox jumps over the lazy dog while the children sing a song.';
+/** The engine's thread count (native/src/voxd-tts-ggml.cpp), given to llama-tts as well. */
+const THREADS = Math.min(8, Math.max(1, os.availableParallelism()));
+
+interface ModelPaths {
+  dir: string;
+  model: string;
+  mmproj: string;
+}
+
+interface Timing {
+  ms: number;
+  frames: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+function mib(kib: number): string {
+  return `${(kib / 1024).toFixed(0)} MiB`;
+}
+
+/** llama.cpp's warnings (experimental audio input, embeddings override) every request would otherwise print. */
+function quietEngine(): void {
+  loadNative().setLogLevel(NativeLogLevel.error);
+}
+
+/** Peak resident set of this process so far. */
+function peakRss(): string {
+  return mib(process.resourceUsage().maxRSS);
+}
+
+/** Median time of RUNS runs after a warm-up; the frame count must be the same every run. */
+async function measure(run: () => Promise<number>): Promise<Timing> {
+  const frames = await run();
+  const times: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const start = performance.now();
+    const got = await run();
+    times.push(performance.now() - start);
+    if (got !== frames) throw new Error(`frame count changed between runs: ${frames} then ${got}`);
+  }
+  return { ms: median(times), frames };
+}
+
+function describe(label: string, { ms, frames }: Timing): string {
+  const audio = (frames * FRAME) / RATE;
+  const note = frames === FRAMES ? '' : ` (expected ${FRAMES} frames)`;
+  return `  ${label.padEnd(40)} ${frames} frames (${audio.toFixed(1)} s) in ${(ms / 1000).toFixed(2)} s: ${((frames * 1000) / ms).toFixed(1)} frames/s, real-time factor ${(ms / 1000 / audio).toFixed(3)} (${((audio * 1000) / ms).toFixed(2)}x real time)${note}`;
+}
+
+async function realisticModel(): Promise<ModelPaths> {
+  const generator = (await import(pathToFileURL(path.join(root, 'scripts', 'make-tts-test-model.mjs')).href)) as {
+    makeTtsTestModel(options: { size: 'realistic' }): Promise<ModelPaths>;
+  };
+  const start = performance.now();
+  const paths = await generator.makeTtsTestModel({ size: 'realistic' });
+  const mb = (file: string): number => fs.statSync(file).size / 1e6;
+  console.log(
+    `model ${paths.dir} (${mb(paths.model).toFixed(0)} MB + ${mb(paths.mmproj).toFixed(0)} MB, ready in ${((performance.now() - start) / 1000).toFixed(1)} s)`,
+  );
+  return paths;
+}
+
+// ---- 1. one request in-process ----
+
+async function benchEngine(paths: ModelPaths, reference: Float32Array): Promise<void> {
+  quietEngine();
+  const start = performance.now();
+  const model: TtsModel = await ggmlTtsEngine.load({ id: paths.dir, path: paths.dir, projector: null });
+  console.log(`in-process (engine loaded in ${((performance.now() - start) / 1000).toFixed(2)} s, ${THREADS} threads):`);
+  try {
+    const request: SynthesisRequest = { text: TEXT, voice: 'default', speed: 1, seed: SEED, maxTokens: FRAMES };
+    const synth = async (r: SynthesisRequest): Promise<number> => (await model.synthesize(r)).length / FRAME;
+    console.log(describe('no reference', await measure(() => synth(request))));
+    console.log(describe('jfk.wav reference', await measure(() => synth({ ...request, reference: { samples: reference } }))));
+  } finally {
+    await model.dispose();
+  }
+  console.log(`  peak RSS so far ${peakRss()}`);
+}
+
+// ---- 2. the same over HTTP ----
+
+async function benchHttp(paths: ModelPaths): Promise<void> {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-ggml-'));
+  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
+  const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
+  quietEngine(); // the server set its own level
+  const speech = async (body: Record<string, unknown>): Promise<number> => {
+    const response = await fetch(`http://127.0.0.1:${server.port}/v1/audio/speech`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: paths.dir, input: TEXT, response_format: 'pcm', seed: SEED, max_tokens: FRAMES, ...body }),
+    });
+    if (response.status !== 200) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
+    return (await response.arrayBuffer()).byteLength / 2 / FRAME; // 16-bit mono
+  };
+  try {
+    console.log('over HTTP (POST /v1/audio/speech, pcm; the first request loads the model):');
+    console.log(describe('no reference', await measure(() => speech({}))));
+    const refAudio = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+    console.log(describe('jfk.wav reference', await measure(() => speech({ ref_audio: refAudio }))));
+  } finally {
+    await server.close();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  console.log(`  peak RSS so far ${peakRss()}`);
+}
+
+// ---- 3. llama.cpp's llama-tts for reference ----
+
+interface CliRun {
+  wallMs: number;
+  /** llama-tts's own `timings:` total (prompt eval + generation + vocoder; not load or speaker encoding). */
+  ownMs: number;
+  frames: number;
+  rssKib: number | null;
+}
+
+function runLlamaTts(paths: ModelPaths, frames: number, speaker: boolean, out: string): CliRun {
+  const args = ['-m', paths.model, '-mm', paths.mmproj, '-p', TEXT, '-n', String(frames), '-s', String(SEED), '-t', String(THREADS), '-o', out];
+  if (speaker) args.push('--tts-speaker-file', JFK_WAV);
+  const timeBin = fs.existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
+  const [cmd, argv] = timeBin ? [timeBin, ['-f', 'voxd-maxrss %M', LLAMA_TTS, ...args]] : [LLAMA_TTS, args];
+  const start = performance.now();
+  const result = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const wallMs = performance.now() - start;
+  const log = `${result.stdout}\n${result.stderr}`;
+  if (result.status !== 0) throw new Error(`llama-tts exited with ${result.status}:\n${log.slice(-2000)}`);
+  const generated = /generated (\d+) frames/.exec(log);
+  const timings = /timings:.*= total ([\d.]+)s/.exec(log);
+  const rss = /voxd-maxrss (\d+)/.exec(log);
+  return {
+    wallMs,
+    ownMs: timings ? Number(timings[1]) * 1000 : NaN,
+    frames: generated ? Number(generated[1]) : NaN,
+    rssKib: rss ? Number(rss[1]) : null,
+  };
+}
+
+function benchLlamaTts(paths: ModelPaths): void {
+  if (!fs.existsSync(LLAMA_TTS)) {
+    console.log(`llama.cpp llama-tts: skipped (no build at ${LLAMA_TTS})`);
+    return;
+  }
+  console.log(`llama.cpp llama-tts (${THREADS} threads; each run loads the model; median of ${RUNS}, no warm-up):`);
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-llama-tts-'));
+  let rssKib = 0;
+  try {
+    for (const speaker of [false, true]) {
+      const out = path.join(scratch, 'out.wav');
+      const full: CliRun[] = [];
+      const one: CliRun[] = [];
+      for (let i = 0; i < RUNS; i++) {
+        full.push(runLlamaTts(paths, FRAMES, speaker, out));
+        one.push(runLlamaTts(paths, 1, speaker, out));
+      }
+      for (const run of [...full, ...one]) rssKib = Math.max(rssKib, run.rssKib ?? 0);
+      const frames = (full[0] as CliRun).frames;
+      const wall = median(full.map((r) => r.wallMs));
+      const own = median(full.map((r) => r.ownMs));
+      const wallOne = median(one.map((r) => r.wallMs));
+      const label = speaker ? 'jfk.wav reference' : 'no reference';
+      console.log(describe(`${label}, whole process`, { ms: wall, frames }));
+      console.log(describe(`${label}, its own timings`, { ms: own, frames }));
+      // the 1-frame run pays the same load, speaker encoding and prompt: the difference is frames 2..N
+      console.log(
+        `  ${`${label}, ${frames} minus 1 frame`.padEnd(40)} ${((wall - wallOne) / 1000).toFixed(2)} s for ${frames - 1} frames: ${(((frames - 1) * 1000) / (wall - wallOne)).toFixed(1)} frames/s (1-frame run ${(wallOne / 1000).toFixed(2)} s)`,
+      );
+    }
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  console.log(`  peak RSS of llama-tts ${rssKib > 0 ? mib(rssKib) : 'unknown (no /usr/bin/time)'}`);
+}
+
+console.log(`voxd GGML TTS benchmark on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'})`);
+const paths = await realisticModel();
+const { samples: reference } = await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: RATE });
+console.log(
+  `text "${TEXT}", max_tokens ${FRAMES} (${((FRAMES * FRAME) / RATE).toFixed(1)} s), seed ${SEED}; reference jfk.wav ${(reference.length / RATE).toFixed(1)} s`,
+);
+await benchEngine(paths, reference);
+await benchHttp(paths);
+benchLlamaTts(paths);
+console.log('continuous batching (8 concurrent requests vs serial): not implemented yet');
