@@ -2,8 +2,8 @@
  * Silero voice activity detection on whisper.cpp's VAD API (ggml files such as
  * `ggml-org/whisper-vad/ggml-silero-v6.2.0.bin`).
  */
-import { open } from 'node:fs/promises';
 import { loadNative, type NativeVadModel, type NativeVadStream } from '../native/addon.js';
+import { readFileHead } from './file-head.js';
 import { abortFlagFor } from './native-abort.js';
 import type { Engine, ResolvedModel, SpeechSegment, VadModel, VadParams, VadStream } from './types.js';
 
@@ -12,19 +12,11 @@ const MODEL_TYPE_PREFIX = 'silero';
 
 /** Reads the ggml header: magic, then a length-prefixed model type string ("silero-v6.2.0", ...). */
 async function readModelType(path: string): Promise<string | null> {
-  const file = await open(path, 'r').catch(() => null);
-  if (!file) return null;
-  try {
-    const head = Buffer.alloc(72);
-    // a directory (or an unreadable file) is not a model file of this format
-    const { bytesRead } = await file.read(head, 0, head.length, 0).catch(() => ({ bytesRead: 0 }));
-    if (bytesRead < 8 || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
-    const length = head.readInt32LE(4);
-    if (length <= 0 || length > 64 || 8 + length > bytesRead) return null;
-    return head.toString('latin1', 8, 8 + length);
-  } finally {
-    await file.close();
-  }
+  const head = await readFileHead(path, 72);
+  if (!head || head.length < 8 || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
+  const length = head.readInt32LE(4);
+  if (length <= 0 || length > 64 || 8 + length > head.length) return null;
+  return head.toString('latin1', 8, 8 + length);
 }
 
 class SileroVadStream implements VadStream {

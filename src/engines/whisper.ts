@@ -2,11 +2,11 @@
  * Speech-to-text with whisper.cpp (ggml Whisper files such as `ggerganov/whisper.cpp/ggml-base.en.bin`). One
  * loaded model serves concurrent transcriptions, each on a worker thread with a decoding state of its own.
  */
-import { open } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
 import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
 import { ApiError } from '../http/errors.js';
+import { readFileHead } from './file-head.js';
 import { withCallbackAbort } from './native-abort.js';
 import type {
   Engine,
@@ -34,53 +34,46 @@ export type WhisperHeader = Omit<NativeWhisperInfo, 'type' | 'languages'>;
  * has the same magic followed by a length-prefixed "silero-..." string, which fails the vocabulary check.
  */
 export async function readWhisperHeader(path: string): Promise<WhisperHeader | null> {
-  const file = await open(path, 'r').catch(() => null);
-  if (!file) return null;
-  try {
-    const head = Buffer.alloc(4 + 13 * 4);
-    // a directory (or an unreadable file) is not a model file of this format
-    const { bytesRead } = await file.read(head, 0, head.length, 0).catch(() => ({ bytesRead: 0 }));
-    if (bytesRead < head.length || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
-    const [nVocab, nAudioCtx, nAudioState, nAudioHead, nAudioLayer, nTextCtx, nTextState, nTextHead, nTextLayer, nMels, ftype, nMel, nFft] = Array.from(
-      { length: 13 },
-      (_, i) => head.readInt32LE(4 + 4 * i),
-    ) as [number, number, number, number, number, number, number, number, number, number, number, number, number];
-    const plausible =
-      nVocab >= 51864 && // the Whisper tokenizer: 51864 English-only, 51865 multilingual, 51866 large-v3
-      nVocab <= 1 << 20 &&
-      nAudioCtx > 0 &&
-      nTextCtx > 0 &&
-      nAudioState > 0 &&
-      nTextState === nAudioState &&
-      nAudioHead > 0 &&
-      nAudioState % nAudioHead === 0 &&
-      nTextHead > 0 &&
-      nTextState % nTextHead === 0 &&
-      nAudioLayer > 0 &&
-      nAudioLayer <= 256 &&
-      nTextLayer > 0 &&
-      nTextLayer <= 256 &&
-      nMel === nMels &&
-      nFft === 201 &&
-      ftype >= 0;
-    if (!plausible) return null;
-    return {
-      nVocab,
-      nAudioCtx,
-      nAudioState,
-      nAudioHead,
-      nAudioLayer,
-      nTextCtx,
-      nTextState,
-      nTextHead,
-      nTextLayer,
-      nMels,
-      ftype,
-      multilingual: nVocab >= 51865,
-    };
-  } finally {
-    await file.close();
-  }
+  const size = 4 + 13 * 4;
+  const head = await readFileHead(path, size);
+  if (!head || head.length < size || head.readUInt32LE(0) !== GGML_FILE_MAGIC) return null;
+  const [nVocab, nAudioCtx, nAudioState, nAudioHead, nAudioLayer, nTextCtx, nTextState, nTextHead, nTextLayer, nMels, ftype, nMel, nFft] = Array.from(
+    { length: 13 },
+    (_, i) => head.readInt32LE(4 + 4 * i),
+  ) as [number, number, number, number, number, number, number, number, number, number, number, number, number];
+  const plausible =
+    nVocab >= 51864 && // the Whisper tokenizer: 51864 English-only, 51865 multilingual, 51866 large-v3
+    nVocab <= 1 << 20 &&
+    nAudioCtx > 0 &&
+    nTextCtx > 0 &&
+    nAudioState > 0 &&
+    nTextState === nAudioState &&
+    nAudioHead > 0 &&
+    nAudioState % nAudioHead === 0 &&
+    nTextHead > 0 &&
+    nTextState % nTextHead === 0 &&
+    nAudioLayer > 0 &&
+    nAudioLayer <= 256 &&
+    nTextLayer > 0 &&
+    nTextLayer <= 256 &&
+    nMel === nMels &&
+    nFft === 201 &&
+    ftype >= 0;
+  if (!plausible) return null;
+  return {
+    nVocab,
+    nAudioCtx,
+    nAudioState,
+    nAudioHead,
+    nAudioLayer,
+    nTextCtx,
+    nTextState,
+    nTextHead,
+    nTextLayer,
+    nMels,
+    ftype,
+    multilingual: nVocab >= 51865,
+  };
 }
 
 /**

@@ -6,6 +6,7 @@
  * goes through the scheduler on worker threads. Callers make one call at a time and await it.
  */
 import type { SttModel, SttStreamingSession, VadModel, VadStream } from '../engines/types.js';
+import { ApiError } from '../http/errors.js';
 import { StreamResampler } from './audio/resample.js';
 import type { ModelLease, ModelRegistry } from './registry.js';
 import type { Scheduler } from './scheduler.js';
@@ -67,6 +68,12 @@ export class LiveError extends Error {
     readonly fatal = false,
   ) {
     super(message);
+  }
+
+  /** `error` as the client should hear it: API errors (an unknown model, say) end the session; null when unknown. */
+  static from(error: unknown): LiveError | null {
+    if (error instanceof LiveError) return error;
+    return error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : null;
   }
 }
 

@@ -2,10 +2,13 @@
  * What the live transcription sessions of both WebSocket endpoints share: admission under
  * --max-realtime-sessions, and each session's message backlog — messages handled one at a time in arrival order,
  * the bytes waiting bounded, the time audio waits for the engine reported (sessions falling behind real time show
- * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing.
+ * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing; `LiveSocketSession` wires
+ * one socket's session to them.
  */
 import { ApiError } from '../http/errors.js';
+import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
+import { LiveError } from '../services/live-transcriber.js';
 import { Counter, Gauge, Histogram, type Metrics } from '../services/metrics.js';
 
 /** Messages one session may have waiting for the engine: two of the largest appends (15 MiB of audio as base64). */
@@ -141,4 +144,51 @@ export class MessageBacklog {
     this.behind = behind;
     this.hooks.behindChanged(behind);
   }
+}
+
+/**
+ * One live transcription socket: its messages go through a backlog of its own; a full backlog, an idle client and
+ * failures are reported in the protocol's own words (`report`); closing stops the engine work and frees the session.
+ */
+export abstract class LiveSocketSession {
+  protected closed = false;
+  /** Aborts the session's engine work when the socket closes. */
+  protected readonly abort = new AbortController();
+  private readonly backlog: MessageBacklog;
+
+  constructor(
+    protected readonly connection: WsConnection,
+    sessions: LiveSessions,
+    endpoint: string,
+    readonly id: string,
+  ) {
+    this.backlog = sessions.backlog(endpoint, id, {
+      onError: (error) => this.report(error),
+      onIdle: (reason) => {
+        this.report(new LiveError('idle_timeout', `session closed: ${reason}`));
+        this.connection.close(IDLE_CLOSE_CODE, 'idle timeout');
+      },
+    });
+  }
+
+  /** A message from the client: handled after the ones before it. */
+  receive(data: string | Buffer, isBinary: boolean): void {
+    if (this.backlog.push(data.length, () => this.handle(data, isBinary))) return;
+    const waiting = Math.round(this.backlog.waitingBytes / 1048576);
+    this.report(new LiveError('session_backlog_full', `${waiting} MiB of messages wait for the engine; this one was dropped. Send audio at real-time pace`));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.abort.abort();
+    await this.backlog.dispose();
+    await this.release();
+  }
+
+  protected abstract handle(data: string | Buffer, isBinary: boolean): Promise<void>;
+  /** Tells the client about `error` (closing the socket when it is fatal or unknown). */
+  protected abstract report(error: unknown): void;
+  /** Frees the engine side once no message is being handled any more. */
+  protected abstract release(): Promise<void>;
 }

@@ -6,7 +6,6 @@
  * handles its events one at a time, in order.
  */
 import { randomUUID } from 'node:crypto';
-import { ApiError } from '../http/errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
 import {
@@ -19,7 +18,7 @@ import {
   type TurnDetection,
   type TurnListener,
 } from '../services/live-transcriber.js';
-import { IDLE_CLOSE_CODE, type LiveSessions, type MessageBacklog } from './live-sessions.js';
+import { LiveSocketSession, type LiveSessions } from './live-sessions.js';
 
 /** The rate of `audio/pcm` input when the client declares none (the vendor's). */
 export const DEFAULT_INPUT_RATE = 24000;
@@ -47,24 +46,21 @@ function eventId(): string {
   return `event_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
 }
 
-export class RealtimeSession {
-  readonly id = `sess_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
+export class RealtimeSession extends LiveSocketSession {
   private family: Family;
   private readonly transcriber: LiveTranscriber;
-  private readonly backlog: MessageBacklog;
   /** The open turn's item. */
   private itemId: string | null = null;
   private previousItemId: string | null = null;
-  private closed = false;
-  private readonly abort = new AbortController();
 
   constructor(
-    private readonly connection: WsConnection,
+    connection: WsConnection,
     private readonly context: RealtimeContext,
     queryModel: string | null,
     /** The family the client announced on connect (the beta header or subprotocol); its events may switch it. */
     family: Family,
   ) {
+    super(connection, context.sessions, '/v1/realtime', `sess_${randomUUID().replace(/-/g, '').slice(0, 20)}`);
     this.family = family;
     const settings: LiveSettings = { model: queryModel ?? context.defaultModel, language: null, prompt: null, rate: DEFAULT_INPUT_RATE, turnDetection: null };
     this.transcriber = new LiveTranscriber(
@@ -73,38 +69,18 @@ export class RealtimeSession {
       this.turnEvents(),
       this.abort.signal,
     );
-    this.backlog = context.sessions.backlog('/v1/realtime', this.id, {
-      onError: (error) => context.logger.error({ err: error, session: this.id }, 'realtime event failed'),
-      onIdle: (reason) => {
-        this.fail(new LiveError('idle_timeout', `session closed: ${reason}`), {});
-        this.connection.close(IDLE_CLOSE_CODE, 'idle timeout');
-      },
-    });
     this.emit(family === 'ga' ? 'session.created' : 'transcription_session.created', { session: this.snapshot() });
   }
 
-  /** A message from the client: handled after the ones before it. */
-  receive(data: string | Buffer, isBinary: boolean): void {
-    const queued = this.backlog.push(data.length, () => this.handle(data, isBinary));
-    if (!queued)
-      this.fail(
-        new LiveError(
-          'session_backlog_full',
-          `${Math.round(this.backlog.waitingBytes / 1048576)} MiB of events wait for the engine; this one was dropped. Send audio at real-time pace`,
-        ),
-        {},
-      );
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.abort.abort();
-    await this.backlog.dispose();
+  protected async release(): Promise<void> {
     await this.transcriber.close();
   }
 
-  private async handle(data: string | Buffer, isBinary: boolean): Promise<void> {
+  protected report(error: unknown): void {
+    this.fail(error, {});
+  }
+
+  protected async handle(data: string | Buffer, isBinary: boolean): Promise<void> {
     if (this.closed) return;
     let event: ClientEvent = {};
     try {
@@ -145,7 +121,7 @@ export class RealtimeSession {
   }
 
   private fail(error: unknown, event: ClientEvent): void {
-    const known = error instanceof LiveError ? error : error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : null;
+    const known = LiveError.from(error);
     if (!known) this.context.logger.error({ err: error, session: this.id }, 'realtime session failed');
     const reported = known ?? new LiveError('server_error', 'internal server error', null, true);
     this.emit('error', {

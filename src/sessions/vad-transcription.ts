@@ -6,12 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { ApiError } from '../http/errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
 import { DEFAULT_TURN_DETECTION, LiveError, LiveTranscriber, type CompletedTurn, type LiveContext } from '../services/live-transcriber.js';
 import type { ModelRegistry } from '../services/registry.js';
-import { IDLE_CLOSE_CODE, type LiveSessions, type MessageBacklog } from './live-sessions.js';
+import { LiveSocketSession, type LiveSessions } from './live-sessions.js';
 
 /** Largest binary frame: the vendor's limit for one append of audio. */
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
@@ -35,8 +34,7 @@ const ConfigMessage = z
 
 type Phase = 'configuring' | 'transcribing' | 'stopping';
 
-export class VadTranscriptionSession {
-  readonly id = `vad_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
+export class VadTranscriptionSession extends LiveSocketSession {
   private phase: Phase = 'configuring';
   private transcriber: LiveTranscriber | null = null;
   private streaming = true;
@@ -44,43 +42,22 @@ export class VadTranscriptionSession {
   private language: string | null = null;
   /** The model serving the session (named in `ready`). */
   private model: string | null = null;
-  private readonly backlog: MessageBacklog;
-  private closed = false;
-  private readonly abort = new AbortController();
-
   constructor(
-    private readonly connection: WsConnection,
+    connection: WsConnection,
     private readonly context: VadTranscriptionContext,
   ) {
-    this.backlog = context.sessions.backlog('/v1/audio/transcriptions/realtime', this.id, {
-      onError: (error) => this.fail(error),
-      onIdle: (reason) => {
-        this.fail(new LiveError('idle_timeout', `session closed: ${reason}`));
-        this.connection.close(IDLE_CLOSE_CODE, 'idle timeout');
-      },
-    });
+    super(connection, context.sessions, '/v1/audio/transcriptions/realtime', `vad_${randomUUID().replace(/-/g, '').slice(0, 20)}`);
   }
 
-  receive(data: string | Buffer, isBinary: boolean): void {
-    const queued = this.backlog.push(data.length, () => this.handle(data, isBinary));
-    if (!queued)
-      this.fail(
-        new LiveError(
-          'session_backlog_full',
-          `${Math.round(this.backlog.waitingBytes / 1048576)} MiB of audio wait for the engine; this frame was dropped. Send audio at real-time pace`,
-        ),
-      );
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.abort.abort();
-    await this.backlog.dispose();
+  protected async release(): Promise<void> {
     await this.transcriber?.close();
   }
 
-  private async handle(data: string | Buffer, isBinary: boolean): Promise<void> {
+  protected report(error: unknown): void {
+    this.fail(error);
+  }
+
+  protected async handle(data: string | Buffer, isBinary: boolean): Promise<void> {
     if (this.closed || this.phase === 'stopping') return;
     if (isBinary) {
       if (this.phase === 'configuring') await this.configure({});
@@ -121,15 +98,11 @@ export class VadTranscriptionSession {
       this.abort.signal,
     );
     this.phase = 'transcribing';
-    try {
-      const loaded = await this.transcriber.prepare();
-      this.model = loaded.id;
-      const languages = loaded.capabilities.languages;
-      this.language = config.language ?? (languages?.length === 1 ? (languages[0] ?? null) : null);
-    } catch (error) {
-      // a session without a model has nothing to do
-      throw error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : error;
-    }
+    // a model that cannot load is an API error: fatal, the session has nothing to do
+    const loaded = await this.transcriber.prepare();
+    this.model = loaded.id;
+    const languages = loaded.capabilities.languages;
+    this.language = config.language ?? (languages?.length === 1 ? (languages[0] ?? null) : null);
     this.connection.send({ status: 'ready', message: 'Ready to transcribe', model: this.model });
   }
 
@@ -151,9 +124,9 @@ export class VadTranscriptionSession {
   }
 
   private fail(error: unknown): void {
-    const known = error instanceof LiveError ? error : error instanceof ApiError ? new LiveError(error.code, error.message, error.param, true) : null;
+    const known = LiveError.from(error);
     if (!known) this.context.logger.error({ err: error, session: this.id }, 'live transcription failed');
     this.connection.send({ error: known?.message ?? 'internal server error', status: 'error' });
-    if (!known || known.fatal) this.connection.close(1011, (known?.message ?? 'internal server error').slice(0, 120));
+    if (!known || known.fatal) this.connection.close(1011, known?.message ?? 'internal server error');
   }
 }
