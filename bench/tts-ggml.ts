@@ -7,9 +7,12 @@
  *  3. for reference, llama.cpp's own llama-tts on the same model and text, when a build exists at
  *     /tmp/llama-build/bin/llama-tts (not built here). Its wall time includes loading the model, so a 1-frame run
  *     is timed too and the difference gives the generation rate; its own `timings:` line is reported beside.
+ *  4. continuous batching: 8 concurrent requests (seeds 1..8, the same max_tokens) over HTTP, once as streaming
+ *     requests (the serial path: one request after another on the model) and once as plain requests (the
+ *     continuous batch: one backbone decode per step for all). Prints both wall times, the throughput ratio, each
+ *     request's completion against its fair share (8 x its time alone), and whether every request's audio is the
+ *     same both ways.
  * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too.
- *
- * Continuous batching (8 concurrent requests vs serial) is not implemented yet; it joins as another section here.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -121,30 +124,93 @@ async function benchEngine(paths: ModelPaths, reference: Float32Array): Promise<
 
 // ---- 2. the same over HTTP ----
 
-async function benchHttp(paths: ModelPaths): Promise<void> {
+type Speech = (body: Record<string, unknown>) => Promise<Buffer>;
+
+/** Runs `fn` against a server on a loopback port; `speech` posts one request for the model and returns its PCM. */
+async function withServer(paths: ModelPaths, fn: (speech: Speech) => Promise<void>): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-ggml-'));
   const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
   const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
   quietEngine(); // the server set its own level
-  const speech = async (body: Record<string, unknown>): Promise<number> => {
+  const speech: Speech = async (body) => {
     const response = await fetch(`http://127.0.0.1:${server.port}/v1/audio/speech`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: paths.dir, input: TEXT, response_format: 'pcm', seed: SEED, max_tokens: FRAMES, ...body }),
     });
     if (response.status !== 200) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
-    return (await response.arrayBuffer()).byteLength / 2 / FRAME; // 16-bit mono
+    return Buffer.from(await response.arrayBuffer());
   };
   try {
-    console.log('over HTTP (POST /v1/audio/speech, pcm; the first request loads the model):');
-    console.log(describe('no reference', await measure(() => speech({}))));
-    const refAudio = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
-    console.log(describe('jfk.wav reference', await measure(() => speech({ ref_audio: refAudio }))));
+    await fn(speech);
   } finally {
     await server.close();
     fs.rmSync(scratch, { recursive: true, force: true });
   }
   console.log(`  peak RSS so far ${peakRss()}`);
+}
+
+/** 16-bit mono PCM bytes as frames. */
+function framesOf(pcm: Buffer): number {
+  return pcm.length / 2 / FRAME;
+}
+
+async function benchHttp(paths: ModelPaths): Promise<void> {
+  await withServer(paths, async (speech) => {
+    console.log('over HTTP (POST /v1/audio/speech, pcm; the first request loads the model):');
+    console.log(describe('no reference', await measure(async () => framesOf(await speech({})))));
+    const refAudio = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+    console.log(describe('jfk.wav reference', await measure(async () => framesOf(await speech({ ref_audio: refAudio })))));
+  });
+}
+
+// ---- 4. continuous batching vs serial ----
+
+const CONCURRENT = 8;
+
+interface Completion {
+  ms: number;
+  pcm: Buffer;
+}
+
+/** Starts every request at once; each one's completion time from the common start. */
+async function together(speech: Speech, bodies: Record<string, unknown>[]): Promise<{ wallMs: number; done: Completion[] }> {
+  const start = performance.now();
+  const done = await Promise.all(bodies.map(async (body) => ({ pcm: await speech(body), ms: performance.now() - start })));
+  return { wallMs: performance.now() - start, done };
+}
+
+async function benchBatching(paths: ModelPaths): Promise<void> {
+  await withServer(paths, async (speech) => {
+    const bodies = Array.from({ length: CONCURRENT }, (_, i) => ({ seed: i + 1 }));
+    await speech({}); // loads the model
+    const alone: number[] = [];
+    for (const body of bodies) {
+      const start = performance.now();
+      await speech({ ...body, stream: true });
+      alone.push(performance.now() - start);
+    }
+    const serial = await together(
+      speech,
+      bodies.map((body) => ({ ...body, stream: true })),
+    );
+    const batched = await together(speech, bodies);
+    const frames = bodies.length * FRAMES;
+    const line = (label: string, wallMs: number): string =>
+      `  ${label.padEnd(40)} ${frames} frames in ${(wallMs / 1000).toFixed(2)} s: ${((frames * 1000) / wallMs).toFixed(1)} frames/s, real-time factor ${(wallMs / 1000 / ((frames * FRAME) / RATE)).toFixed(3)}`;
+    console.log(
+      `continuous batching: ${CONCURRENT} concurrent requests of ${FRAMES} frames over HTTP (alone: median ${(median(alone) / 1000).toFixed(2)} s each)`,
+    );
+    console.log(line('serial (streaming requests, queued)', serial.wallMs));
+    console.log(line('continuous batch', batched.wallMs));
+    console.log(`  throughput ratio ${(serial.wallMs / batched.wallMs).toFixed(2)}x (target >= 1.3x, stretch 2x)`);
+    const share = batched.done.map((c, i) => c.ms / (CONCURRENT * (alone[i] as number)));
+    console.log(
+      `  completion / fair share (${CONCURRENT} x alone): worst ${Math.max(...share).toFixed(2)} (target <= 1.5), each ${share.map((r) => r.toFixed(2)).join(' ')}`,
+    );
+    const same = batched.done.every((c, i) => c.pcm.equals((serial.done[i] as Completion).pcm));
+    console.log(`  every request's audio the same batched and serial: ${same ? 'yes' : 'NO'}`);
+  });
 }
 
 // ---- 3. llama.cpp's llama-tts for reference ----
@@ -223,4 +289,4 @@ console.log(
 await benchEngine(paths, reference);
 await benchHttp(paths);
 benchLlamaTts(paths);
-console.log('continuous batching (8 concurrent requests vs serial): not implemented yet');
+await benchBatching(paths);

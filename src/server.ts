@@ -47,7 +47,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     progressBar: true,
   });
   const registry = new ModelRegistry({
-    engines: [sileroVadEngine, whisperEngine, createGgmlTtsEngine({ voicesDir: config.voicesDir })],
+    engines: [sileroVadEngine, whisperEngine, createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize })],
     hub,
     logger,
     metrics,

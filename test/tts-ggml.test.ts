@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url';
 import type OpenAI from 'openai';
 import { ConfigError, resolveConfig } from '../src/config.js';
 import { ggmlTtsEngine, readGgufArchitecture } from '../src/engines/ggml-tts.js';
-import { loadNative } from '../src/native/addon.js';
+import { loadNative, type NativeTtsGgmlRequest } from '../src/native/addon.js';
 import type { AudioFormat } from '../src/services/audio/encode.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { HubDouble } from './helpers/hub-double.js';
@@ -34,11 +34,11 @@ interface TtsModelPaths {
   mmproj: string;
 }
 
-async function makeTiny(): Promise<TtsModelPaths> {
+async function makeTiny(arch: 'pockettts' | 'qwen3tts' = 'pockettts'): Promise<TtsModelPaths> {
   const generator = (await import(pathToFileURL(path.join(ROOT, 'scripts', 'make-tts-test-model.mjs')).href)) as {
-    makeTtsTestModel(options: { size: 'tiny' }): Promise<TtsModelPaths>;
+    makeTtsTestModel(options: { arch: string; size: 'tiny' }): Promise<TtsModelPaths>;
   };
-  return generator.makeTtsTestModel({ size: 'tiny' });
+  return generator.makeTtsTestModel({ arch, size: 'tiny' });
 }
 
 /** A GGUF v3 file holding only `general.architecture` (no tensors). */
@@ -118,7 +118,7 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
     it('loads, reports its info, synthesises, streams every sample once and is reproducible per seed', async () => {
       const model = await loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2 });
       try {
-        assert.deepEqual(model.info(), { arch: 'pockettts', sampleRate: RATE, variant: 'english' });
+        assert.deepEqual(model.info(), { arch: 'pockettts', sampleRate: RATE, variant: 'english', sequences: 1 });
         const streamed: Float32Array[] = [];
         const a = await model.synthesize({ text: 'Hello world, this is a test.', seed: 7 }, (chunk) => streamed.push(chunk));
         assert.ok(a.length > 0 && a.length % FRAME === 0, `${a.length} samples`);
@@ -134,6 +134,60 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         flag.abort();
         assert.equal((await nativeRejection(model.synthesize({ text: 'Hello.' }, null, flag))).code, 'aborted');
         assert.throws(() => model.synthesize({ text: 'Hello.', reference: new Float32Array(0) }), { code: 'invalid_argument' });
+      } finally {
+        model.release();
+      }
+    });
+
+    it('batches: every request gets the samples it gets alone, joining late or beside one that leaves', async () => {
+      const model = await loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2, sequences: 4 });
+      try {
+        const jfk = (await decodeAudio(await fsp.readFile(JFK_WAV), { sampleRate: RATE })).samples;
+        const hello: NativeTtsGgmlRequest = { text: 'Hello world, this is a test.', seed: 1 };
+        // over 50 tokens: two chunks, the second restarting from the voice
+        const cloned: NativeTtsGgmlRequest = {
+          text: 'The quick brown fox jumps over the lazy dog. Then it runs far away, into the woods, and it is gone.',
+          seed: 2,
+          reference: jfk,
+        };
+        const greedy: NativeTtsGgmlRequest = { text: 'Short.', seed: 3, temperature: 0 };
+        const bounded: NativeTtsGgmlRequest = { text: 'Bounded by a frame limit.', seed: 4, maxFrames: 13 };
+        const requests = [hello, cloned, greedy, bounded];
+        const alone: Float32Array[] = [];
+        for (const request of requests) alone.push(await model.synthesize(request));
+
+        const batch = model.createBatch();
+        const results = new Map<number, Float32Array>();
+        const step = async (): Promise<void> => {
+          for (const result of await batch.step()) {
+            assert.ok('samples' in result, `slot ${result.slot}: ${'error' in result ? result.error.message : ''}`);
+            results.set(result.slot, result.samples);
+          }
+        };
+        const slots = [batch.add(hello), batch.add(cloned), batch.add(greedy)];
+        const leaving = batch.add({ text: 'This one leaves the batch early.', seed: 5 });
+        assert.equal(batch.active, 4);
+        assert.throws(() => model.synthesize({ text: 'No sequence left for me.' }), { code: 'batch_full' });
+        await step();
+        const pending = batch.step();
+        assert.throws(() => batch.step(), { code: 'busy' });
+        await pending;
+        batch.cancel(leaving);
+        slots.push(batch.add(bounded)); // joins a running batch
+        let steps = 2;
+        while (batch.active > 0) {
+          await step();
+          steps++;
+        }
+        assert.ok(!results.has(leaving), 'a cancelled request is never handed back');
+        slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone, sample for sample`));
+        assert.equal(alone[3]?.length, 13 * FRAME);
+        assert.ok(steps > (alone[1]?.length ?? 0) / FRAME, `${steps} steps: one frame per step`);
+        assert.throws(() => batch.add({ text: '   ' }), { code: 'invalid_argument' });
+        batch.close();
+        assert.throws(() => batch.add(hello), { code: 'closed' });
+        // greedy: with the least noise the seed makes no difference
+        assert.deepEqual(await model.synthesize({ ...greedy, seed: 9 }), alone[2]);
       } finally {
         model.release();
       }
@@ -254,8 +308,9 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       assert.equal(response.status, 400);
       const { error } = (await response.json()) as { error: { param: string; message: string } };
       assert.equal(error.param, 'ref_audio', error.message);
-      // temperature is accepted and ignored
-      assert.equal((await post(server.base, { ...base, temperature: 1.2, response_format: 'pcm' })).status, 200);
+      // temperature is the generator's noise scale
+      const noisy = await pcmOf(server.base, { ...base, seed: 3, temperature: 1.2 });
+      assert.ok(!noisy.equals(await pcmOf(server.base, { ...base, seed: 3, temperature: 0.1 })));
     });
 
     it('refuses a directory without mmproj and a GGUF of an unsupported architecture with 400 invalid_model', async () => {
@@ -274,6 +329,34 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       await fsp.copyFile(tiny.mmproj, path.join(otherArch, 'mmproj-model.gguf'));
       await expectEnvelope(await post(server.base, { model: otherArch, input: 'Hello.' }), 400, 'invalid_model', 'model');
       await expectEnvelope(await post(server.base, { model: path.join(otherArch, 'model.gguf'), input: 'Hello.' }), 400, 'invalid_model', 'model');
+    });
+
+    it('batches concurrent requests: each answers what it answers alone, also beside a client that leaves', async () => {
+      const bodies = [1, 2, 3, 4].map((seed) => ({ model: modelDir, input: `Request number ${seed} speaks now.`, seed }));
+      // streaming requests take the serial path: one sequence, alone
+      const alone: Buffer[] = [];
+      for (const body of bodies) alone.push(await pcmOf(server.base, { ...body, stream: true }));
+      const cancelledBefore = await cancelledJobs(server.base);
+      const steps = async (): Promise<{ sum: number; count: number }> => {
+        const metrics = await (await fetch(`${server.base}/metrics`)).text();
+        const value = (name: string): number =>
+          Number(metrics.match(new RegExp(`^voxd_tts_batch_size_${name}\\{[^}]*path="continuous"[^}]*\\} (\\d+)`, 'm'))?.[1] ?? 0);
+        return { sum: value('sum'), count: value('count') };
+      };
+      const stepsBefore = await steps();
+
+      const leaving = new AbortController();
+      const leaver = post(server.base, { model: modelDir, input: 'This client leaves long before the end of its speech.', seed: 9 }, leaving.signal).catch(
+        (error: unknown) => error,
+      );
+      setTimeout(() => leaving.abort(), 300);
+      const together = await Promise.all(bodies.map((body) => pcmOf(server.base, body)));
+      together.forEach((pcm, i) => assert.ok(pcm.equals(alone[i] as Buffer), `request ${i}: batched PCM = alone`));
+      assert.ok((await leaver) instanceof Error);
+      const stepsAfter = await steps();
+      const meanBatch = (stepsAfter.sum - stepsBefore.sum) / (stepsAfter.count - stepsBefore.count);
+      assert.ok(meanBatch > 2, `mean continuous batch ${meanBatch.toFixed(2)}`);
+      assert.equal(await cancelledJobs(server.base), cancelledBefore + 1);
     });
 
     it('stops synthesis when a streaming client leaves', { timeout: 120_000 }, async () => {
@@ -392,5 +475,93 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       assert.equal(response.status, 200, await response.clone().text());
       assert.ok((await durationOf(Buffer.from(await response.arrayBuffer()), 'wav')) > 0.1);
     });
+  });
+});
+
+describe('GGML TTS engine (random-weight Qwen3-TTS)', () => {
+  let qwen: TtsModelPaths;
+  let server: TestServer;
+  const cleanups: (() => Promise<void>)[] = [];
+  after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+  before(async () => {
+    qwen = await makeTiny('qwen3tts');
+    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) });
+  });
+  /** Qwen3-TTS's decoder window: audio comes 72 frames at a time. */
+  const WINDOW = 72;
+
+  it('loads, streams a decoder window at a time, batches with the same audio as alone, and checks its language', async () => {
+    const model = await loadNative().TtsGgmlModel.load({ model: qwen.model, mmproj: qwen.mmproj, threads: 2, sequences: 4 });
+    try {
+      assert.deepEqual(model.info(), { arch: 'qwen3tts', sampleRate: RATE, variant: '', sequences: 4 });
+      const jfk = (await decodeAudio(await fsp.readFile(JFK_WAV), { sampleRate: RATE })).samples;
+      const spanish: NativeTtsGgmlRequest = { text: 'Hola mundo.', seed: 2, language: 'spanish', reference: jfk };
+      const greedy: NativeTtsGgmlRequest = { text: 'Greedy.', seed: 3, temperature: 0 };
+      const requests: NativeTtsGgmlRequest[] = [
+        { text: 'Hello world, this is a test of the random talker.', seed: 1 },
+        spanish,
+        greedy,
+        { text: 'Bounded.', seed: 4, maxFrames: 20 },
+      ];
+      const alone: Float32Array[] = [];
+      for (const request of requests) {
+        const streamed: Float32Array[] = [];
+        alone.push(await model.synthesize(request, (chunk) => streamed.push(chunk)));
+        const frames = (alone.at(-1)?.length ?? 0) / FRAME;
+        assert.equal(streamed.length, Math.ceil(frames / WINDOW), `${frames} frames in windows of ${WINDOW}`);
+      }
+      assert.ok((alone[0]?.length ?? 0) > WINDOW * FRAME, 'the first request spans two windows');
+      assert.equal(alone[3]?.length, 20 * FRAME);
+      assert.notDeepEqual(await model.synthesize({ ...spanish, reference: null }), alone[1], 'the voice changes the audio');
+      assert.notDeepEqual(await model.synthesize({ ...spanish, language: 'english' }), alone[1], 'the language changes the audio');
+      assert.deepEqual(await model.synthesize({ ...greedy, seed: 99 }), alone[2], 'greedy: the seed makes no difference');
+
+      const batch = model.createBatch();
+      const slots = requests.map((request) => batch.add(request));
+      const results = new Map<number, Float32Array>();
+      while (batch.active > 0) {
+        for (const result of await batch.step()) if ('samples' in result) results.set(result.slot, result.samples);
+      }
+      batch.close();
+      slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone`));
+
+      assert.equal((await nativeRejection(model.synthesize({ text: 'Hello.', language: 'klingon' }))).code, 'invalid_argument');
+    } finally {
+      model.release();
+    }
+  });
+
+  it('speaks over HTTP in every format, streams, clones, batches, takes its languages and comes from the hub', async (t) => {
+    const dir = path.join(os.tmpdir(), `voxd-qwen3-${process.pid}`);
+    await fsp.mkdir(dir, { recursive: true });
+    t.after(() => fsp.rm(dir, { recursive: true, force: true }));
+    for (const file of [qwen.model, qwen.mmproj]) await fsp.copyFile(file, path.join(dir, path.basename(file)));
+    for (const format of ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const) {
+      const response = await post(server.base, { model: dir, input: 'Hello world.', response_format: format, seed: 1 });
+      assert.equal(response.status, 200, await response.clone().text());
+      assert.ok((await durationOf(Buffer.from(await response.arrayBuffer()), format)) > 0.1, format);
+    }
+    const input = 'Seventy two frames make one window of audio, and this is more than that.';
+    const streamed = await pcmOf(server.base, { model: dir, input, seed: 5, stream: true });
+    const bodies = [5, 6, 7].map((seed) => ({ model: dir, input, seed }));
+    const together = await Promise.all(bodies.map((body) => pcmOf(server.base, body)));
+    assert.ok(together[0]?.equals(streamed), 'batched = streamed alone');
+    assert.ok(!together[1]?.equals(together[0] as Buffer), 'another seed, other audio');
+    const dataUrl = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+    assert.ok(
+      !(await pcmOf(server.base, { model: dir, input: 'Clone me.', seed: 1, ref_audio: dataUrl })).equals(
+        await pcmOf(server.base, { model: dir, input: 'Clone me.', seed: 1 }),
+      ),
+    );
+    assert.equal((await pcmOf(server.base, { model: dir, input: 'Bonjour.', seed: 1, lang_code: 'f' })).length > 0, true);
+    await expectEnvelope(await post(server.base, { model: dir, input: 'Namaste.', lang_code: 'h' }), 400, 'invalid_request', 'lang_code');
+    await expectEnvelope(await post(server.base, { model: dir, input: 'Hello.', instructions: 'cheerfully' }), 400, 'invalid_request', 'instructions');
+
+    const double = await HubDouble.start();
+    t.after(() => double.close());
+    double.addRepo('owner/qwen3-tts', { files: { [path.basename(qwen.model)]: qwen.model, [path.basename(qwen.mmproj)]: qwen.mmproj } });
+    const hubServer = await startTestServer(t, {}, { HF_ENDPOINT: double.endpoint });
+    const response = await post(hubServer.base, { model: 'owner/qwen3-tts', input: 'Hello from the hub.', response_format: 'wav', seed: 1 });
+    assert.equal(response.status, 200, await response.clone().text());
   });
 });

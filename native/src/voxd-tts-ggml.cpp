@@ -3,7 +3,6 @@
 
 #include "gguf.h"
 #include "llama.h"
-#include "mtmd-helper.h"
 #include "mtmd.h"
 
 #include <algorithm>
@@ -18,18 +17,25 @@
 namespace {
 
 // Architectures of backbones this engine drives, and the generator type each needs in its mmproj.
-constexpr const char * k_arch_pockettts = "pockettts";
+struct supported_arch {
+    const char *        arch;      // general.architecture of the backbone
+    mtmd_gen_audio_type generator; // the audio generator its mmproj must hold
+    int                 n_ctx_seq; // KV cells per sequence
+};
+// Pocket TTS: a reference clip (at most 30 s, mtmd truncates it: 375 rows at 12.5 Hz), a text chunk (at most 50
+// tokens) and its frames (at most ceil((50 / 3 + 2) * 12.5) = 234) fit in 1024. Qwen3-TTS: one x-vector row, the
+// text and its frames, which 2048 bounds to about 160 s of audio per request (the speech route cuts input at
+// sentences).
+constexpr supported_arch k_supported[] = {
+    { "pockettts", MTMD_GEN_AUDIO_TYPE_POCKETTTS, 1024 },
+    { "qwen3tts",  MTMD_GEN_AUDIO_TYPE_QWEN3TTS,  2048 },
+};
 
-// Prompt rows decoded per llama_decode (the helper's step_prompt) and the context of the one sequence: a reference
-// clip (at most 30 s, mtmd truncates it: 375 rows at 12.5 Hz), a text chunk (at most 50 tokens) and its frames
-// (at most ceil((50 / 3 + 2) * 12.5) = 234) fit in 2048 with room to spare.
+// Prompt rows decoded per llama_decode.
 constexpr int k_n_batch = 512;
-constexpr int k_n_ctx   = 2048;
 
-// Decoded audio is collected (and streamed to JS) every this many frames: the helper decodes latents in windows
-// of 8 frames, and reading its output flushes a partial window, so collecting on the same boundary keeps the
-// decoder's windows as llama-tts has them for single-chunk text.
-constexpr int k_collect_frames = 8;
+// Sequences a model's context may hold (llama.cpp allows 256; each costs its KV cells).
+constexpr int k_max_sequences = 64;
 
 // ---- logging: libmtmd's lines go to the addon's callback; the last error line of this thread is kept ----
 
@@ -87,7 +93,8 @@ std::string gguf_architecture(const std::string & path, const char * what) {
 struct load_options {
     std::string model;
     std::string mmproj;
-    int         threads = 0;
+    int         threads   = 0;
+    int         sequences = 1; // requests the context holds at once
 };
 
 std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
@@ -98,9 +105,10 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
         throw voxd_error("model_load_failed", "no mmproj given: a GGML TTS model is a backbone GGUF plus its mmproj GGUF");
     }
     const std::string arch = gguf_architecture(opt.model, "model");
-    if (arch != k_arch_pockettts) {
+    const auto supported = std::find_if(std::begin(k_supported), std::end(k_supported), [&](const supported_arch & s) { return arch == s.arch; });
+    if (supported == std::end(k_supported)) {
         throw voxd_error("model_load_failed", "model " + opt.model + " has architecture '" + arch +
-                                                  "', which the GGML TTS engine does not support (it supports pockettts)");
+                                                  "', which the GGML TTS engine does not support (it supports pockettts and qwen3tts)");
     }
     const std::string mm_arch = gguf_architecture(opt.mmproj, "mmproj");
     if (mm_arch != "clip") {
@@ -116,13 +124,14 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     if (!data->model) {
         throw voxd_error("model_load_failed", "llama.cpp could not load the backbone " + opt.model + last_error_suffix());
     }
-    data->n_embd = llama_model_n_embd(data->model.get());
 
+    // one KV stream per sequence: a request's attention then reads the same cells whatever runs beside it
     llama_context_params cparams = llama_context_default_params();
-    cparams.n_ctx           = k_n_ctx;
+    cparams.n_ctx           = (uint32_t) (supported->n_ctx_seq * opt.sequences);
     cparams.n_batch         = k_n_batch;
     cparams.n_ubatch        = k_n_batch;
-    cparams.n_seq_max       = 1;
+    cparams.n_seq_max       = (uint32_t) opt.sequences;
+    cparams.kv_unified      = false;
     cparams.n_threads       = threads;
     cparams.n_threads_batch = threads;
     cparams.embeddings      = true; // the generator reads the backbone's hidden state
@@ -131,7 +140,6 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     if (!data->lctx) {
         throw voxd_error("model_load_failed", "llama.cpp could not create a context for " + opt.model + last_error_suffix());
     }
-    data->n_batch = k_n_batch;
 
     mtmd_context_params mm = mtmd_context_params_default();
     mm.n_threads     = threads;
@@ -144,8 +152,8 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     if (info.type == MTMD_GEN_AUDIO_TYPE_NONE) {
         throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " has no audio generator (it is not a TTS mmproj)");
     }
-    if (info.type != MTMD_GEN_AUDIO_TYPE_POCKETTTS) {
-        throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " holds another TTS model's generator than the pockettts backbone needs");
+    if (info.type != supported->generator) {
+        throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " holds another TTS model's generator than the " + arch + " backbone needs");
     }
     if (info.sample_rate <= 0) {
         throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " declares no output sample rate");
@@ -153,150 +161,97 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     data->sample_rate = info.sample_rate;
     data->variant     = info.model_variant ? info.model_variant : "";
 
-    data->gen.reset(mtmd_helper_gen_audio_init(data->lctx.get(), data->mctx.get()));
-    if (!data->gen) {
-        throw voxd_error("model_load_failed", "libmtmd could not create the audio generation helper");
+    data->gen = voxd_tts_generator::create(data->lctx.get(), data->mctx.get());
+    for (int i = opt.sequences - 1; i >= 0; i--) {
+        data->free_seq_ids.push_back(i);
     }
     return data;
 }
 
-// ---- one synthesis ----
+// ---- requests ----
 
-struct synthesis_params {
-    std::string        text;
-    std::vector<float> reference; // mono at the model's rate; empty = no reference
-    bool               has_reference = false;
-    uint32_t           seed          = 0;
-    int                max_frames    = 0; // 0 = the model's own limit
-};
+// Takes a free sequence of the model; null when every one is held.
+std::shared_ptr<voxd_tts_ggml_request> start_request(const std::shared_ptr<voxd_tts_ggml_data> & data, voxd_tts_gen_request request) {
+    llama_seq_id seq_id;
+    {
+        std::lock_guard<std::mutex> lock(data->pool_mutex);
+        if (data->free_seq_ids.empty()) {
+            return nullptr;
+        }
+        seq_id = data->free_seq_ids.back();
+        data->free_seq_ids.pop_back();
+    }
+    return std::make_shared<voxd_tts_ggml_request>(data, std::move(request), seq_id);
+}
 
-// Runs on a worker; audio is appended as frames are decoded and streamed to JS (see voxd-pcm-stream.h).
+// One step of `seqs` on the model's executor thread. A failure of the shared decode ends every request of the step
+// with it; each error gets the last line libmtmd logged, which only that thread knows.
+void step_on_executor(voxd_tts_ggml_data & d, const std::vector<voxd_tts_sequence *> & seqs) {
+    d.executor.run([&] {
+        t_last_error.clear();
+        std::vector<voxd_tts_sequence *> running;
+        for (voxd_tts_sequence * seq : seqs) {
+            if (!seq->finished) {
+                running.push_back(seq);
+            }
+        }
+        try {
+            d.gen->step(running);
+        } catch (const std::exception & e) {
+            const voxd_error * coded = dynamic_cast<const voxd_error *>(&e);
+            for (voxd_tts_sequence * seq : running) {
+                if (!seq->finished) {
+                    seq->error_code = coded ? coded->code : "synthesis_failed";
+                    seq->error      = e.what();
+                    seq->finished   = true;
+                }
+            }
+        }
+        for (voxd_tts_sequence * seq : running) {
+            if (!seq->error_code.empty()) {
+                seq->error += last_error_suffix();
+            }
+        }
+    });
+}
+
+// One request alone, stepped on a worker; audio is streamed to JS per decoder window (see voxd-pcm-stream.h).
 class voxd_tts_ggml_job : public voxd_pcm_stream_job {
 public:
-    voxd_tts_ggml_job(std::shared_ptr<voxd_tts_ggml_data> data, synthesis_params params, voxd_abort_ptr abort)
-        : m_data(std::move(data)), m_params(std::move(params)), m_abort(std::move(abort)) {}
+    voxd_tts_ggml_job(std::shared_ptr<voxd_tts_ggml_request> request, voxd_abort_ptr abort)
+        : m_request(std::move(request)), m_abort(std::move(abort)) {}
 
 private:
-    // Clears the sequence's KV cells whatever way the synthesis ends.
-    struct kv_clear {
-        llama_context * lctx; // borrowed
-        ~kv_clear() { llama_memory_clear(llama_get_memory(lctx), true); }
-    };
-
     void run() override {
-        std::lock_guard<std::mutex> lock(m_data->mutex); // one synthesis at a time on the model's context
-        voxd_tts_ggml_data & d = *m_data;
-        t_last_error.clear();
-        voxd_check_abort(m_abort);
-        llama_memory_clear(llama_get_memory(d.lctx.get()), true);
-        kv_clear clear_after{ d.lctx.get() };
-
-        force_reseed();
-
-        mtmd::bitmap_ptr speaker; // owns the reference clip's bitmap until the end of the synthesis
-        if (m_params.has_reference) {
-            speaker.reset(mtmd_bitmap_init_from_audio(m_params.reference.size(), m_params.reference.data()));
-            if (!speaker) {
-                throw voxd_error("synthesis_failed", "libmtmd could not take the reference clip" + last_error_suffix());
-            }
-        }
-
-        mtmd_helper_gen_audio_inp inp{};
-        inp.seq_id      = 0;
-        inp.prompt      = m_params.text.c_str();
-        inp.prompt_len  = m_params.text.size();
-        inp.speaker_ref = speaker.get();
-        inp.lang        = nullptr;
-        inp.top_k       = 0; // the generator's defaults
-        inp.top_p       = 0.0f;
-        inp.seed        = m_params.seed;
-        inp.out_type    = MTMD_HELPER_GEN_AUDIO_OUTTYPE_PCM;
-        if (mtmd_helper_gen_audio_set_input(d.gen.get(), &inp) != 0) {
-            const std::string why = last_error_suffix();
-            if (why.find("empty prompt") != std::string::npos) {
-                throw voxd_error("invalid_argument", "the text has nothing to speak");
-            }
-            throw voxd_error("synthesis_failed", "the audio generation helper refused the input" + why);
-        }
-
-        for (;;) {
+        // the sequence goes back to the pool when the synthesis ends, not when the last queued audio delivery
+        // lets go of this job: the next request may need it at once
+        struct release_request {
+            std::shared_ptr<voxd_tts_ggml_request> & request;
+            ~release_request() { request.reset(); }
+        } release{ m_request };
+        voxd_tts_ggml_data & d   = *m_request->data;
+        voxd_tts_sequence &  seq = m_request->seq;
+        d.gen->plan(seq);
+        const std::vector<voxd_tts_sequence *> step{ &seq };
+        while (!seq.finished) {
             voxd_check_abort(m_abort);
-            const int32_t left = mtmd_helper_gen_audio_step_prompt(d.gen.get(), d.n_batch);
-            if (left < 0) {
-                throw voxd_error("synthesis_failed", "the backbone failed on the prompt" + last_error_suffix());
+            step_on_executor(d, step);
+            if (!seq.error_code.empty()) {
+                throw voxd_error(seq.error_code, seq.error);
             }
-            if (left == 0) {
-                break;
+            if (!seq.audio.empty()) {
+                {
+                    std::lock_guard<std::mutex> lock(m_mutex);
+                    m_samples.insert(m_samples.end(), seq.audio.begin(), seq.audio.end());
+                }
+                seq.audio.clear();
+                make_ready(1);
             }
-        }
-
-        const float * h_state = llama_get_embeddings_ith(d.lctx.get(), -1); // owned by lctx, valid until the next decode
-        if (!h_state) {
-            throw voxd_error("synthesis_failed", "the backbone gave no hidden state (is it a TTS backbone?)");
-        }
-        int  frames = 0;
-        bool stop   = false;
-        while (!stop && (m_params.max_frames <= 0 || frames < m_params.max_frames)) {
-            voxd_check_abort(m_abort);
-            const float * h_next = nullptr; // owned by the helper, valid until its next step
-            if (mtmd_helper_gen_audio_step_gen(d.gen.get(), LLAMA_TOKEN_NULL, h_state, &h_next, &stop) != 0) {
-                throw voxd_error("synthesis_failed", "frame " + std::to_string(frames) + " failed" + last_error_suffix());
-            }
-            if (!h_next) {
-                break;
-            }
-            h_state = h_next;
-            frames++;
-            if (frames % k_collect_frames == 0) {
-                collect();
-            }
-        }
-        collect();
-    }
-
-    // clip reseeds its sampler only when the seed differs from the last one it saw, so a request repeating the
-    // previous request's seed would continue that request's random stream. One generator step with another seed
-    // (its output is discarded) makes the synthesis's first step reseed.
-    void force_reseed() {
-        voxd_tts_ggml_data & d = *m_data;
-        std::vector<float> zeros((size_t) d.n_embd, 0.0f);
-        mtmd_gen_inp inp = mtmd_gen_inp_default(d.mctx.get());
-        inp.type = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
-        inp.embd = zeros.data();
-        inp.seed = m_params.seed ^ 1u;
-        mtmd_gen_out out{};
-        if (mtmd_gen_audio_process(d.mctx.get(), &inp, &out) != 0) {
-            throw voxd_error("synthesis_failed", "the generator failed" + last_error_suffix());
         }
     }
 
-    // Appends the audio decoded since the last call (the helper's output is all of it so far, in its own buffer).
-    void collect() {
-        int32_t      rate = 0;
-        const char * data = nullptr; // owned by the helper, valid until its next get_output or reset
-        size_t       len  = 0;
-        int64_t      n    = 0;
-        if (mtmd_helper_gen_audio_get_output(m_data->gen.get(), &rate, &data, &len, &n) != 0) {
-            throw voxd_error("synthesis_failed", "the decoder failed" + last_error_suffix());
-        }
-        const size_t total = len / sizeof(float);
-        const float * pcm  = reinterpret_cast<const float *>(data);
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            if (total <= m_samples.size()) {
-                return;
-            }
-            for (size_t i = m_samples.size(); i < total; i++) {
-                const float v = pcm[i];
-                m_samples.push_back(std::isfinite(v) ? v : 0.0f);
-            }
-        }
-        make_ready(1);
-    }
-
-    std::shared_ptr<voxd_tts_ggml_data> m_data; // keeps the model alive while this runs
-    synthesis_params                    m_params;
-    voxd_abort_ptr                      m_abort;
+    std::shared_ptr<voxd_tts_ggml_request> m_request; // keeps the model and the sequence until run() ends
+    voxd_abort_ptr                         m_abort;
 };
 
 uint32_t random_seed() {
@@ -310,18 +265,91 @@ uint32_t random_seed() {
     return s;
 }
 
+// A request object from JS: `{ text, reference?, language?, seed?, temperature?, maxFrames? }`.
+voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
+    if (!value.IsObject()) {
+        throw voxd_make_js_error(env, "invalid_argument", "request must be an object");
+    }
+    Napi::Object req = value.As<Napi::Object>();
+    voxd_tts_gen_request out;
+    if (!req.Get("text").IsString()) {
+        throw voxd_make_js_error(env, "invalid_argument", "request.text must be a string");
+    }
+    out.text = req.Get("text").As<Napi::String>().Utf8Value();
+    std::replace(out.text.begin(), out.text.end(), '\0', ' ');
+    Napi::Value ref = req.Get("reference");
+    if (!ref.IsUndefined() && !ref.IsNull()) {
+        out.reference = voxd_copy_samples(ref, "request.reference");
+        if (out.reference.empty()) {
+            throw voxd_make_js_error(env, "invalid_argument", "request.reference is empty");
+        }
+    }
+    Napi::Value language = req.Get("language");
+    if (language.IsString()) {
+        out.language = language.As<Napi::String>().Utf8Value();
+    } else if (!language.IsUndefined() && !language.IsNull()) {
+        throw voxd_make_js_error(env, "invalid_argument", "request.language must be a string");
+    }
+    Napi::Value seed = req.Get("seed");
+    if (!seed.IsUndefined() && !seed.IsNull()) {
+        const double s = seed.IsNumber() ? seed.As<Napi::Number>().DoubleValue() : -1.0;
+        if (!(s >= 0 && s < 4294967295.0) || std::floor(s) != s) {
+            throw voxd_make_js_error(env, "invalid_argument", "request.seed must be an integer from 0 to 4294967294");
+        }
+        out.seed = (uint32_t) s;
+    } else {
+        out.seed = random_seed();
+    }
+    Napi::Value temperature = req.Get("temperature");
+    if (!temperature.IsUndefined() && !temperature.IsNull()) {
+        const double t = temperature.IsNumber() ? temperature.As<Napi::Number>().DoubleValue() : -1.0;
+        if (!(t >= 0 && t <= 2)) {
+            throw voxd_make_js_error(env, "invalid_argument", "request.temperature must be a number from 0 to 2");
+        }
+        out.temperature = (float) t;
+    }
+    Napi::Value max_frames = req.Get("maxFrames");
+    if (!max_frames.IsUndefined() && !max_frames.IsNull()) {
+        const double m = max_frames.IsNumber() ? max_frames.As<Napi::Number>().DoubleValue() : -1.0;
+        if (!(m >= 1 && m <= 1e6) || std::floor(m) != m) {
+            throw voxd_make_js_error(env, "invalid_argument", "request.maxFrames must be a positive integer");
+        }
+        out.max_frames = (int) m;
+    }
+    return out;
+}
+
+// A request of `data` from JS, holding one of its sequences; throws `batch_full` when none is free.
+std::shared_ptr<voxd_tts_ggml_request> request_from_js(Napi::Env env, const std::shared_ptr<voxd_tts_ggml_data> & data, const Napi::Value & value) {
+    auto request = start_request(data, parse_request(env, value));
+    if (!request) {
+        throw voxd_make_js_error(env, "batch_full", "every sequence of the TTS model is taken");
+    }
+    return request;
+}
+
 } // namespace
+
+voxd_tts_ggml_request::voxd_tts_ggml_request(std::shared_ptr<voxd_tts_ggml_data> data_, voxd_tts_gen_request request, llama_seq_id seq_id)
+    : data(std::move(data_)), seq(std::move(request)) {
+    seq.seq_id = seq_id;
+}
+
+voxd_tts_ggml_request::~voxd_tts_ggml_request() {
+    std::lock_guard<std::mutex> lock(data->pool_mutex);
+    data->free_seq_ids.push_back(seq.seq_id); // the next holder clears its KV cells first
+}
 
 void voxd_tts_ggml_data::model_deleter::operator()(llama_model * model) const { llama_model_free(model); }
 void voxd_tts_ggml_data::context_deleter::operator()(llama_context * ctx) const { llama_free(ctx); }
 void voxd_tts_ggml_data::mtmd_deleter::operator()(mtmd_context * ctx) const { mtmd_free(ctx); }
-void voxd_tts_ggml_data::gen_deleter::operator()(mtmd_helper_gen_audio * gen) const { mtmd_helper_gen_audio_free(gen); }
 
 Napi::Function voxd_tts_ggml_model::define(Napi::Env env) {
     return DefineClass(env, "TtsGgmlModel", {
         StaticMethod<&voxd_tts_ggml_model::load>("load"),
         InstanceMethod<&voxd_tts_ggml_model::info>("info"),
         InstanceMethod<&voxd_tts_ggml_model::synthesize>("synthesize"),
+        InstanceMethod<&voxd_tts_ggml_model::create_batch>("createBatch"),
         InstanceMethod<&voxd_tts_ggml_model::release>("release"),
     });
 }
@@ -356,6 +384,13 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
     if (threads.IsNumber()) {
         opt.threads = std::max(0, threads.As<Napi::Number>().Int32Value());
     }
+    Napi::Value sequences = o.Get("sequences");
+    if (sequences.IsNumber()) {
+        opt.sequences = sequences.As<Napi::Number>().Int32Value();
+        if (opt.sequences < 1 || opt.sequences > k_max_sequences) {
+            throw voxd_make_js_error(env, "invalid_argument", "TtsGgmlModel.load(options): options.sequences must be from 1 to " + std::to_string(k_max_sequences));
+        }
+    }
     using loaded_t = std::shared_ptr<voxd_tts_ggml_data>;
     return voxd_async_worker<loaded_t>::run(env, "voxd.tts_ggml.load",
         [opt]() { return load_model(opt); },
@@ -373,55 +408,26 @@ Napi::Value voxd_tts_ggml_model::info(const Napi::CallbackInfo & info) {
     out.Set("arch", data->arch);
     out.Set("sampleRate", data->sample_rate);
     out.Set("variant", data->variant);
+    out.Set("sequences", (double) llama_n_seq_max(data->lctx.get()));
     return out;
 }
 
 Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    auto data = loaded(env);
-    if (!info[0].IsObject()) {
-        throw voxd_make_js_error(env, "invalid_argument", "synthesize(request): request must be an object");
-    }
-    Napi::Object req = info[0].As<Napi::Object>();
-    synthesis_params params;
-    if (!req.Get("text").IsString()) {
-        throw voxd_make_js_error(env, "invalid_argument", "synthesize(request): request.text must be a string");
-    }
-    params.text = req.Get("text").As<Napi::String>().Utf8Value();
-    std::replace(params.text.begin(), params.text.end(), '\0', ' ');
-    Napi::Value ref = req.Get("reference");
-    if (!ref.IsUndefined() && !ref.IsNull()) {
-        params.reference = voxd_copy_samples(ref, "request.reference");
-        if (params.reference.empty()) {
-            throw voxd_make_js_error(env, "invalid_argument", "synthesize(request): request.reference is empty");
-        }
-        params.has_reference = true;
-    }
-    Napi::Value seed = req.Get("seed");
-    if (!seed.IsUndefined() && !seed.IsNull()) {
-        const double s = seed.IsNumber() ? seed.As<Napi::Number>().DoubleValue() : -1.0;
-        if (!(s >= 0 && s < 4294967295.0) || std::floor(s) != s) {
-            throw voxd_make_js_error(env, "invalid_argument", "synthesize(request): request.seed must be an integer from 0 to 4294967294");
-        }
-        params.seed = (uint32_t) s;
-    } else {
-        params.seed = random_seed();
-    }
-    Napi::Value max_frames = req.Get("maxFrames");
-    if (!max_frames.IsUndefined() && !max_frames.IsNull()) {
-        const double m = max_frames.IsNumber() ? max_frames.As<Napi::Number>().DoubleValue() : -1.0;
-        if (!(m >= 1 && m <= 1e6) || std::floor(m) != m) {
-            throw voxd_make_js_error(env, "invalid_argument", "synthesize(request): request.maxFrames must be a positive integer");
-        }
-        params.max_frames = (int) m;
-    }
+    auto request = request_from_js(env, loaded(env), info[0]);
     if (!info[1].IsUndefined() && !info[1].IsNull() && !info[1].IsFunction()) {
         throw voxd_make_js_error(env, "invalid_argument", "onAudio must be a function");
     }
-    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[2]);
-
-    auto job = std::make_shared<voxd_tts_ggml_job>(data, std::move(params), abort);
+    auto job = std::make_shared<voxd_tts_ggml_job>(std::move(request), voxd_abort_flag::from_value(info[2]));
     return voxd_pcm_stream_job::start(env, job, info[1], "voxd.tts_ggml.synthesize", "voxd.tts_ggml.audio");
+}
+
+Napi::Value voxd_tts_ggml_model::create_batch(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    auto data = loaded(env);
+    Napi::Object obj = voxd_class(env, "TtsGgmlBatch").New({});
+    voxd_tts_ggml_batch::Unwrap(obj)->m_data = data;
+    return obj;
 }
 
 Napi::Value voxd_tts_ggml_model::release(const Napi::CallbackInfo & info) {
@@ -429,8 +435,108 @@ Napi::Value voxd_tts_ggml_model::release(const Napi::CallbackInfo & info) {
     return info.Env().Undefined();
 }
 
+// ---- batch sessions ----
+
+Napi::Function voxd_tts_ggml_batch::define(Napi::Env env) {
+    return DefineClass(env, "TtsGgmlBatch", {
+        InstanceMethod<&voxd_tts_ggml_batch::add>("add"),
+        InstanceMethod<&voxd_tts_ggml_batch::cancel>("cancel"),
+        InstanceMethod<&voxd_tts_ggml_batch::step>("step"),
+        InstanceAccessor<&voxd_tts_ggml_batch::active>("active"),
+        InstanceMethod<&voxd_tts_ggml_batch::close>("close"),
+    });
+}
+
+voxd_tts_ggml_batch::voxd_tts_ggml_batch(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_tts_ggml_batch>(info) {}
+
+Napi::Value voxd_tts_ggml_batch::add(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!m_data) {
+        throw voxd_make_js_error(env, "closed", "the batch session was closed");
+    }
+    auto request = request_from_js(env, m_data, info[0]);
+    try {
+        m_data->gen->plan(request->seq); // reads the vocabulary only: safe beside a running step
+    } catch (const voxd_error & e) {
+        throw voxd_make_js_error(env, e.code, e.what());
+    }
+    const int slot = m_next_slot++;
+    m_requests.emplace(slot, std::move(request));
+    return Napi::Number::New(env, slot);
+}
+
+Napi::Value voxd_tts_ggml_batch::cancel(const Napi::CallbackInfo & info) {
+    const auto it = info[0].IsNumber() ? m_requests.find(info[0].As<Napi::Number>().Int32Value()) : m_requests.end();
+    if (it != m_requests.end()) {
+        it->second->seq.cancelled.store(true); // a step in flight skips it from its next turn on
+        m_requests.erase(it);
+    }
+    return info.Env().Undefined();
+}
+
+Napi::Value voxd_tts_ggml_batch::step(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!m_data) {
+        throw voxd_make_js_error(env, "closed", "the batch session was closed");
+    }
+    if (m_stepping) {
+        throw voxd_make_js_error(env, "busy", "step() was called before the previous step ended");
+    }
+    m_stepping = true;
+    using members_t = std::vector<std::pair<int, std::shared_ptr<voxd_tts_ggml_request>>>;
+    members_t members(m_requests.begin(), m_requests.end()); // the step's own holds: a cancel cannot free them under it
+    auto data = m_data;
+    Napi::Object self = Value();
+    auto self_ref = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self)); // keeps this object until the step ends
+    return voxd_async_worker<members_t>::run(env, "voxd.tts_ggml.step",
+        [data, members]() {
+            std::vector<voxd_tts_sequence *> seqs;
+            for (const auto & m : members) {
+                seqs.push_back(&m.second->seq);
+            }
+            step_on_executor(*data, seqs);
+            return members;
+        },
+        [self_ref](Napi::Env env, members_t & members) -> Napi::Value {
+            voxd_tts_ggml_batch * batch = Unwrap(self_ref->Value());
+            batch->m_stepping = false;
+            Napi::Array finished = Napi::Array::New(env);
+            for (const auto & [slot, request] : members) {
+                const voxd_tts_sequence & seq = request->seq;
+                if (!seq.finished || batch->m_requests.erase(slot) == 0) {
+                    continue; // still going, or cancelled meanwhile
+                }
+                Napi::Object item = Napi::Object::New(env);
+                item.Set("slot", slot);
+                if (seq.error_code.empty()) {
+                    Napi::Float32Array samples = Napi::Float32Array::New(env, seq.audio.size());
+                    std::copy(seq.audio.begin(), seq.audio.end(), samples.Data());
+                    item.Set("samples", samples);
+                } else {
+                    item.Set("error", voxd_make_js_error(env, seq.error_code, seq.error).Value());
+                }
+                finished.Set(finished.Length(), item);
+            }
+            return finished;
+        });
+}
+
+Napi::Value voxd_tts_ggml_batch::active(const Napi::CallbackInfo & info) {
+    return Napi::Number::New(info.Env(), (double) m_requests.size());
+}
+
+Napi::Value voxd_tts_ggml_batch::close(const Napi::CallbackInfo & info) {
+    for (auto & [slot, request] : m_requests) {
+        request->seq.cancelled.store(true);
+    }
+    m_requests.clear();
+    m_data.reset();
+    return info.Env().Undefined();
+}
+
 void voxd_tts_ggml_init(Napi::Env env, Napi::Object exports, ggml_log_callback log) {
     g_forward_log = log;
-    mtmd_helper_log_set(voxd_tts_ggml_log, nullptr); // also libmtmd's own (clip) lines
+    mtmd_log_set(voxd_tts_ggml_log, nullptr); // libmtmd's own (clip) lines
     voxd_export_class(env, exports, "TtsGgmlModel", voxd_tts_ggml_model::define(env));
+    voxd_export_class(env, exports, "TtsGgmlBatch", voxd_tts_ggml_batch::define(env));
 }

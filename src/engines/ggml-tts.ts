@@ -1,8 +1,10 @@
 /**
  * GGML text-to-speech through llama.cpp's libmtmd audio generation (the addon's TtsGgmlModel): a backbone GGUF plus
- * its mmproj GGUF, driven by the mtmd helper as llama.cpp's own tools/tts does. This release drives Pocket TTS
- * (kyutai; llama.cpp architecture `pockettts`): English, 24 kHz, voice cloning from a reference clip through the
- * mmproj's speaker encoder.
+ * its mmproj GGUF, of two families: Pocket TTS (kyutai; llama.cpp architecture `pockettts`: English) and Qwen3-TTS
+ * (Qwen; `qwen3tts`: ten languages), both 24 kHz, 12.5 frames per second, and cloning a voice from a reference clip
+ * through the mmproj's speaker encoder. Requests are sequences of the model's one context: a serial synthesis
+ * (streaming) steps its own, a continuous-batching session (the other requests) makes a frame for all of its
+ * requests with one backbone decode per step; a request's audio is the same either way.
  *
  * A model is a directory holding `<name>.gguf` and `mmproj*.gguf` (the layout of llama.cpp's hub repositories), a
  * backbone file with its mmproj beside it, or a hub repository (the registry downloads both). Voices: `default`
@@ -10,25 +12,61 @@
  * per clip of the server's `--voices-dir` (handed in through `createGgmlTtsEngine`; the model's own clip wins on a
  * name clash).
  *
- * Request fields: `max_tokens` bounds the frames (12.5 per second of audio), the `seed` extension makes the
- * sampling reproducible, `ref_audio` clones a voice; `temperature` and `ref_text` are ignored (the helper uses the
- * weight pack's own noise scale; Pocket clones from audio alone); `instructions` and `speed` other than 1 are a 400;
- * `lang_code` must be English.
+ * Request fields: `max_tokens` bounds the frames, the `seed` extension makes the sampling reproducible,
+ * `temperature` scales the sampling (default: the model's own; 0 the least randomness), `ref_audio` clones a voice,
+ * `lang_code` picks the language among the family's; `ref_text` is ignored (both clone from audio alone);
+ * `instructions` and `speed` other than 1 are a 400.
  */
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError } from '../http/errors.js';
-import { isNativeError, loadNative, type NativeTtsGgmlModel } from '../native/addon.js';
+import { isNativeError, loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
 import { decodeAudioNative } from './audio-decoder.js';
 import { withCallbackAbort } from './native-abort.js';
-import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
+import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
 
 export const GGML_TTS_ENGINE = 'ggml-tts';
+
+/** What the engine knows of a model family beyond its native model: its name and languages. */
+interface Family {
+  label: string;
+  /** The `lang_code`s it speaks, each to the language name the native model takes (null: it has no choice). */
+  languages: Readonly<Record<string, string | null>>;
+}
+
+const ENGLISH_CODES = ['a', 'b', 'en', 'en-us', 'en-gb'];
+
 /** Backbone architectures (GGUF `general.architecture`) this engine drives. */
-export const GGML_TTS_ARCHITECTURES: readonly string[] = ['pockettts'];
-/** `lang_code`s Pocket TTS takes: it speaks English only. */
-export const POCKET_LANGUAGES: readonly string[] = ['a', 'b', 'en', 'en-us', 'en-gb'];
+const FAMILIES: Readonly<Record<string, Family>> = {
+  // English only: the language is the weight pack's
+  pockettts: { label: 'Pocket TTS', languages: Object.fromEntries(ENGLISH_CODES.map((code) => [code, null])) },
+  // the seed's letters where the model has the language (not Hindi), and ISO 639-1 codes for all ten it has
+  qwen3tts: {
+    label: 'Qwen3-TTS',
+    languages: {
+      ...Object.fromEntries(ENGLISH_CODES.map((code) => [code, 'english'])),
+      e: 'spanish',
+      es: 'spanish',
+      f: 'french',
+      fr: 'french',
+      i: 'italian',
+      it: 'italian',
+      j: 'japanese',
+      ja: 'japanese',
+      p: 'portuguese',
+      pt: 'portuguese',
+      z: 'chinese',
+      zh: 'chinese',
+      de: 'german',
+      ko: 'korean',
+      ru: 'russian',
+    },
+  },
+};
+export const GGML_TTS_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
 const DEFAULT_VOICE = 'default';
+/** The most sequences the native model takes. */
+const MAX_SEQUENCES = 64;
 const VOICES_DIR = 'voices';
 const PROJECTOR_FILE = /^mmproj[^/]*\.gguf$/i;
 const VENDOR_VOICE_NAMES = ['alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'fable', 'marin', 'nova', 'onyx', 'sage', 'shimmer', 'verse'];
@@ -180,6 +218,14 @@ function codedError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
 
+/** The vendor error for a native one the client caused (bad input, every sequence taken); others as they are. */
+function clientError(error: unknown): unknown {
+  if (!isNativeError(error)) return error;
+  if (error.code === 'invalid_argument') return new ApiError('invalid_request', error.message, { cause: error });
+  if (error.code === 'batch_full') return new ApiError('queue_full', `${error.message}; retry later`, { cause: error, headers: { 'Retry-After': '1' } });
+  return error;
+}
+
 class GgmlTtsModel implements TtsModel {
   readonly task = 'tts' as const;
   readonly engine = GGML_TTS_ENGINE;
@@ -187,11 +233,15 @@ class GgmlTtsModel implements TtsModel {
   readonly voices: readonly Voice[];
   readonly defaultVoice = DEFAULT_VOICE;
   readonly voiceAliases: Readonly<Record<string, string>>;
-  readonly capabilities = { cloning: true, instructions: false, sampling: true, languages: POCKET_LANGUAGES };
-  /** libmtmd's calls and the one llama_context are not thread-safe: one synthesis at a time (it uses every core). */
+  readonly capabilities: TtsModel['capabilities'];
+  /**
+   * One job at a time (a serial synthesis or the batch session's loop): both use every core, and the batch session
+   * is where concurrent requests share the model.
+   */
   readonly concurrency = 1;
   readonly arch: string;
   readonly variant: string;
+  private readonly family: Family;
 
   constructor(
     readonly id: string,
@@ -202,6 +252,8 @@ class GgmlTtsModel implements TtsModel {
     this.sampleRate = info.sampleRate;
     this.arch = info.arch;
     this.variant = info.variant;
+    this.family = FAMILIES[info.arch] ?? { label: info.arch, languages: {} };
+    this.capabilities = { cloning: true, instructions: false, sampling: true, languages: Object.keys(this.family.languages) };
     this.voices = [
       { id: DEFAULT_VOICE, name: 'default (no reference voice)' },
       ...[...clips].map(([id, clip]) => ({ id, name: `${id} (${clip.origin} clip)` })),
@@ -210,18 +262,57 @@ class GgmlTtsModel implements TtsModel {
   }
 
   async synthesize(request: SynthesisRequest, options: SynthesisOptions = {}): Promise<Float32Array> {
-    const native = this.native;
-    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
-    const language = request.language?.trim().toLowerCase();
-    if (language && !POCKET_LANGUAGES.includes(language)) {
-      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) speaks English only; lang_code '${request.language}' is not supported`, {
-        param: 'lang_code',
-      });
+    const native = this.loaded();
+    const nativeRequest = this.nativeRequest(request);
+    return withCallbackAbort(options.signal, options.onAudio, async (flag, onAudio) => {
+      try {
+        return await native.synthesize(nativeRequest, onAudio, flag);
+      } catch (error) {
+        throw clientError(error);
+      }
+    });
+  }
+
+  supportsBatchSession(): boolean {
+    return true;
+  }
+
+  /** Continuous batching: every request is a sequence of the model, and a step makes a frame for each. */
+  createBatchSession(): TtsBatchSession {
+    const batch = this.loaded().createBatch();
+    return {
+      add: (request) => {
+        try {
+          return batch.add(this.nativeRequest(request));
+        } catch (error) {
+          throw clientError(error);
+        }
+      },
+      cancel: (slot) => batch.cancel(slot),
+      step: async () => (await batch.step()).map((result) => ('error' in result ? { slot: result.slot, error: clientError(result.error) as Error } : result)),
+      get active() {
+        return batch.active;
+      },
+      close: async () => batch.close(),
+    };
+  }
+
+  private loaded(): NativeTtsGgmlModel {
+    if (!this.native) throw codedError('closed', `model ${this.id} was unloaded`);
+    return this.native;
+  }
+
+  /** The native request for `request`, or an ApiError naming the field the model does not take. */
+  private nativeRequest(request: SynthesisRequest): NativeTtsGgmlRequest {
+    const { label, languages } = this.family;
+    const code = request.language?.trim().toLowerCase();
+    const language = code ? languages[code] : null;
+    if (code && language === undefined) {
+      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not speak lang_code '${request.language}'`, { param: 'lang_code' });
     }
-    if (request.instructions)
-      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) does not take style instructions`, { param: 'instructions' });
+    if (request.instructions) throw new ApiError('invalid_request', `model ${this.id} (${label}) does not take style instructions`, { param: 'instructions' });
     if (request.speed !== undefined && request.speed !== 1) {
-      throw new ApiError('invalid_request', `model ${this.id} (Pocket TTS) has no rate control; speed must be 1 (got ${request.speed})`, { param: 'speed' });
+      throw new ApiError('invalid_request', `model ${this.id} (${label}) has no rate control; speed must be 1 (got ${request.speed})`, { param: 'speed' });
     }
     let reference: Float32Array | null = null;
     if (request.reference) {
@@ -236,16 +327,14 @@ class GgmlTtsModel implements TtsModel {
         });
       }
     }
-    // temperature is ignored: the helper uses the weight pack's own noise scale
-
-    return withCallbackAbort(options.signal, options.onAudio, async (flag, onAudio) => {
-      try {
-        return await native.synthesize({ text: request.text, reference, seed: request.seed ?? null, maxFrames: request.maxTokens ?? null }, onAudio, flag);
-      } catch (error) {
-        if (isNativeError(error) && error.code === 'invalid_argument') throw new ApiError('invalid_request', error.message, { cause: error });
-        throw error;
-      }
-    });
+    return {
+      text: request.text,
+      reference,
+      language,
+      seed: request.seed ?? null,
+      temperature: request.temperature ?? null,
+      maxFrames: request.maxTokens ?? null,
+    };
   }
 
   async dispose(): Promise<void> {
@@ -260,11 +349,15 @@ export interface GgmlTtsEngineOptions {
    * model's own `voices/` folder (whose clip wins on a name clash). Null: the model's own voices only.
    */
   voicesDir?: string | null;
+  /** Requests a continuous batch holds at once (--tts-max-batch-size): each model keeps a sequence for each, and one more. */
+  maxBatchSize?: number;
 }
 
 /** The engine, with the server-wide options every model it loads shares. */
 export function createGgmlTtsEngine(options: GgmlTtsEngineOptions = {}): Engine<TtsModel> {
   const extraVoicesDir = options.voicesDir ?? null;
+  // a sequence per batch member and one for a serial synthesis, within llama.cpp's 256
+  const sequences = Math.min((options.maxBatchSize ?? 8) + 1, MAX_SEQUENCES);
   return {
     name: GGML_TTS_ENGINE,
     task: 'tts',
@@ -280,10 +373,10 @@ export function createGgmlTtsEngine(options: GgmlTtsEngineOptions = {}): Engine<
       const files = await locateFiles(resolved);
       if (!files.mmproj) {
         throw new Error(
-          `no mmproj found for ${files.model}: a Pocket TTS model needs its mmproj GGUF (mmproj*.gguf beside the backbone, or in the hub repository)`,
+          `no mmproj found for ${files.model}: a GGML TTS model needs its mmproj GGUF (mmproj*.gguf beside the backbone, or in the hub repository)`,
         );
       }
-      const native = await loadNative().TtsGgmlModel.load({ model: files.model, mmproj: files.mmproj });
+      const native = await loadNative().TtsGgmlModel.load({ model: files.model, mmproj: files.mmproj, sequences });
       try {
         const sampleRate = native.info().sampleRate;
         const clips = new Map<string, VoiceClip>();

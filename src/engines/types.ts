@@ -184,17 +184,20 @@ export interface SynthesisOptions {
   onAudio?: (samples: Float32Array) => void;
 }
 
+/** A request of a batch session that ended in a step. */
+export type BatchStepResult = { slot: number; samples: Float32Array } | { slot: number; error: Error };
+
 /**
  * Continuous batching (the seed's `create_tts_batch_session` hook): requests join and leave a running batch
  * between steps. The scheduler owns the session and calls it from one job at a time.
  */
 export interface TtsBatchSession {
-  /** Adds a request; returns its slot handle. */
+  /** Adds a request; returns its slot handle. Throws (an ApiError for bad input) when it cannot take the request. */
   add(request: SynthesisRequest): number;
   /** Removes a request that is no longer wanted (client gone); its audio is dropped. */
   cancel(slot: number): void;
-  /** Advances every active request by one unit of work; returns those that finished, with their audio. */
-  step(): Promise<{ slot: number; samples: Float32Array }[]>;
+  /** Advances every active request by one unit of work; returns those that ended, with their audio or their own error. */
+  step(): Promise<BatchStepResult[]>;
   /** Requests added and not yet finished or cancelled. */
   readonly active: number;
   close(): Promise<void>;

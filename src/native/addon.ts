@@ -322,33 +322,68 @@ export interface NativeFliteModel {
 }
 
 export interface NativeTtsGgmlLoadOptions {
-  /** The backbone GGUF (llama.cpp architecture `pockettts`). */
+  /** The backbone GGUF (llama.cpp architecture `pockettts` or `qwen3tts`). */
   model: string;
   /** Its mmproj GGUF (speaker encoder, generator, decoder); required. */
   mmproj: string;
   /** CPU threads for the backbone and the mmproj graphs (default: the cores, at most 8). */
   threads?: number;
+  /** Requests the context holds at once, serial syntheses and batch members together (1..64, default 1). */
+  sequences?: number;
 }
 export interface NativeTtsGgmlInfo {
-  /** general.architecture of the backbone (`pockettts`). */
+  /** general.architecture of the backbone (`pockettts`, `qwen3tts`). */
   arch: string;
-  /** Rate of the audio it makes, Hz (24000 for Pocket TTS). */
+  /** Rate of the audio it makes, Hz (24000 for both families). */
   sampleRate: number;
   /** The generator's weight variant (`english`, ...), '' when it has none. */
   variant: string;
+  /** Requests the context holds at once. */
+  sequences: number;
 }
 export interface NativeTtsGgmlRequest {
   text: string;
   /** A voice to clone: mono at `sampleRate` (libmtmd uses the first 30 s); must not be empty. */
   reference?: Float32Array | null;
-  /** 0..2^32-2; the same seed (and everything else the same) gives the same samples. Absent: a random one. */
+  /** The language by the model's name for it (`english`, `spanish`, ...; Qwen3-TTS); absent: the model's default. */
+  language?: string | null;
+  /**
+   * 0..2^32-2; the same seed (and everything else the same) gives the same samples, alone or in a batch. Absent: a
+   * random one.
+   */
   seed?: number | null;
-  /** Upper bound on generated frames (12.5 per second of audio for Pocket TTS). */
+  /** The generator's noise scale, 0..2 (0: the least noise); absent: the weight pack's own. */
+  temperature?: number | null;
+  /** Upper bound on generated frames (12.5 per second of audio). */
   maxFrames?: number | null;
 }
+/** What a batch step hands back for a request that ended: all of its audio, or its own error. */
+export type NativeTtsGgmlFinished = { slot: number; samples: Float32Array } | { slot: number; error: Error & { code: string } };
 /**
- * A GGML TTS model: backbone + mmproj through libmtmd's audio generation helper. One synthesis runs at a time per
- * model (others wait on a native mutex, on their worker thread).
+ * A continuous-batching session on a GGML TTS model: each request holds one of the model's sequences, and one step
+ * makes a frame for every request with one backbone decode. Methods other than step() are synchronous and cheap.
+ */
+export interface NativeTtsGgmlBatch {
+  /**
+   * Adds a request, to be prepared by the next step; returns its slot. Throws `invalid_argument` (bad fields, nothing
+   * to speak), `batch_full` (every sequence of the model is taken) or `closed`.
+   */
+  add(request: NativeTtsGgmlRequest): number;
+  /** Drops a request; a step in flight skips it from its next turn, and its audio is never handed back. */
+  cancel(slot: number): void;
+  /**
+   * One frame for every request (new ones prepared first), on a worker thread; resolves with those that ended.
+   * Throws `busy` when called before the previous step resolved, `closed` after close().
+   */
+  step(): Promise<NativeTtsGgmlFinished[]>;
+  /** Requests added and not yet handed back or cancelled. */
+  readonly active: number;
+  /** Cancels every request; later calls throw `closed`. */
+  close(): void;
+}
+/**
+ * A GGML TTS model: backbone + mmproj through libmtmd's audio generator. Each request holds one of the model's
+ * sequences; serial syntheses and batch steps take turns frame by frame on a native mutex, on their worker threads.
  */
 export interface NativeTtsGgmlModel {
   info(): NativeTtsGgmlInfo;
@@ -356,9 +391,11 @@ export interface NativeTtsGgmlModel {
    * Speaks `text` on a worker thread. Resolves with all of the audio (mono float32 at `sampleRate`); `onAudio` gets
    * it in order as frames are decoded, every sample before the promise resolves and none after a rejection. The
    * abort flag is checked before every frame. Rejects with `invalid_argument`, `closed`, `aborted` or
-   * `synthesis_failed`.
+   * `synthesis_failed`; throws `batch_full` when every sequence of the model is held.
    */
   synthesize(request: NativeTtsGgmlRequest, onAudio?: ((samples: Float32Array) => void) | null, abort?: NativeAbortFlag): Promise<Float32Array>;
+  /** A continuous-batching session on this model; its steps and serial syntheses take turns on the model. */
+  createBatch(): NativeTtsGgmlBatch;
   /** Drops this object's hold on the weights; syntheses in flight finish first. Later calls throw `closed`. */
   release(): void;
 }

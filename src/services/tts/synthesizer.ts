@@ -147,18 +147,30 @@ class ContinuousBatch {
       for (;;) {
         while (this.waiting.length > 0 && this.active.size < maxBatchSize) {
           const member = this.waiting.shift() as Member;
-          member.slot = session.add(member.request);
+          try {
+            member.slot = session.add(member.request);
+          } catch (error) {
+            // a request the engine refuses fails alone
+            metrics.jobs.inc({ model, outcome: 'error' });
+            member.reject(error);
+            continue;
+          }
           this.active.set(member.slot, member);
           metrics.batchJoinWait.observe({ model }, (performance.now() - member.enqueuedAt) / 1000);
         }
         if (this.active.size === 0) return;
         metrics.batchSize.observe({ model, path: 'continuous' }, this.active.size);
-        for (const { slot, samples } of await session.step()) {
-          const member = this.active.get(slot);
+        for (const result of await session.step()) {
+          const member = this.active.get(result.slot);
           if (!member) continue; // cancelled while the step ran
-          this.active.delete(slot);
-          metrics.jobs.inc({ model, outcome: 'ok' });
-          member.resolve(samples);
+          this.active.delete(result.slot);
+          if ('error' in result) {
+            metrics.jobs.inc({ model, outcome: 'error' });
+            member.reject(result.error);
+          } else {
+            metrics.jobs.inc({ model, outcome: 'ok' });
+            member.resolve(result.samples);
+          }
         }
       }
     } finally {

@@ -1,0 +1,80 @@
+// A thread of its own that runs tasks one at a time, for engines whose calls come in many short pieces (a TTS frame
+// step). ggml's CPU backend keeps an OpenMP thread team per calling thread, so short calls made from whichever
+// libuv worker is free keep waking cold teams: a Pocket TTS frame took twice as long that way. Callers (libuv
+// workers) block in run() while the task runs here, so the work still counts as theirs.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+class voxd_executor {
+public:
+    voxd_executor() : m_thread([this] { loop(); }) {}
+
+    ~voxd_executor() {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_stopping = true;
+        }
+        m_wake.notify_one();
+        m_thread.join();
+    }
+
+    voxd_executor(const voxd_executor &) = delete;
+    voxd_executor & operator=(const voxd_executor &) = delete;
+
+    // Runs `task` on the executor's thread after the tasks queued before it; returns when it ended, rethrowing
+    // what it threw. Must not be called from a task (it would wait for itself).
+    void run(const std::function<void()> & task) {
+        std::mutex              done_mutex;
+        std::condition_variable done_cv;
+        bool                    done = false;
+        std::exception_ptr      error;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_queue.emplace_back([&] {
+                try {
+                    task();
+                } catch (...) {
+                    error = std::current_exception();
+                }
+                std::lock_guard<std::mutex> done_lock(done_mutex);
+                done = true;
+                done_cv.notify_one();
+            });
+        }
+        m_wake.notify_one();
+        std::unique_lock<std::mutex> done_lock(done_mutex);
+        done_cv.wait(done_lock, [&] { return done; });
+        if (error) {
+            std::rethrow_exception(error);
+        }
+    }
+
+private:
+    void loop() {
+        for (;;) {
+            std::function<void()> task;
+            {
+                std::unique_lock<std::mutex> lock(m_mutex);
+                m_wake.wait(lock, [this] { return m_stopping || !m_queue.empty(); });
+                if (m_queue.empty()) {
+                    return; // stopping, and nothing left
+                }
+                task = std::move(m_queue.front());
+                m_queue.pop_front();
+            }
+            task();
+        }
+    }
+
+    std::mutex                        m_mutex; // guards m_queue and m_stopping
+    std::condition_variable           m_wake;
+    std::deque<std::function<void()>> m_queue;
+    bool                              m_stopping = false;
+    std::thread                       m_thread; // last: started once the members above exist
+};
