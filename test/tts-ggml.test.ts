@@ -11,6 +11,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import type OpenAI from 'openai';
 import { ConfigError, resolveConfig } from '../src/config.js';
@@ -357,6 +358,19 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       const meanBatch = (stepsAfter.sum - stepsBefore.sum) / (stepsAfter.count - stepsBefore.count);
       assert.ok(meanBatch > 2, `mean continuous batch ${meanBatch.toFixed(2)}`);
       assert.equal(await cancelledJobs(server.base), cancelledBefore + 1);
+    });
+
+    it('lets a streaming request speak beside a running batch instead of waiting for it to drain', async () => {
+      const finished: string[] = [];
+      const track = (name: string, body: Record<string, unknown>): Promise<void> =>
+        pcmOf(server.base, { model: modelDir, input: 'A long request that keeps the batch busy for a while.', ...body }).then(() => {
+          finished.push(name);
+        });
+      const batch = [track('batch 1', { seed: 1, max_tokens: 150 }), track('batch 2', { seed: 2, max_tokens: 150 })];
+      await sleep(200);
+      await track('stream', { seed: 3, max_tokens: 10, stream: true });
+      await Promise.all(batch);
+      assert.equal(finished[0], 'stream', finished.join(', '));
     });
 
     it('stops synthesis when a streaming client leaves', { timeout: 120_000 }, async () => {

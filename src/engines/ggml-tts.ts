@@ -235,10 +235,11 @@ class GgmlTtsModel implements TtsModel {
   readonly voiceAliases: Readonly<Record<string, string>>;
   readonly capabilities: TtsModel['capabilities'];
   /**
-   * One job at a time (a serial synthesis or the batch session's loop): both use every core, and the batch session
-   * is where concurrent requests share the model.
+   * Two jobs: the batch session's loop and a serial (streaming) synthesis, whose frames take turns on the model's
+   * executor; with one, a stream would wait for the batch to drain, which under steady load is never. Each job
+   * holds one of the model's sequences (the batch, one per member), so the batch size + 1 covers both.
    */
-  readonly concurrency = 1;
+  readonly concurrency = 2;
   readonly arch: string;
   readonly variant: string;
   private readonly family: Family;
