@@ -6,10 +6,8 @@
 #include "mtmd.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
