@@ -7,11 +7,13 @@
  *  3. for reference, llama.cpp's own llama-tts on the same model and text, when a build exists at
  *     /tmp/llama-build/bin/llama-tts (not built here). Its wall time includes loading the model, so a 1-frame run
  *     is timed too and the difference gives the generation rate; its own `timings:` line is reported beside.
- *  4. continuous batching: 8 concurrent requests (seeds 1..8, the same max_tokens) over HTTP, once as streaming
- *     requests (the serial path: one request after another on the model) and once as plain requests (the
- *     continuous batch: one backbone decode per step for all). Prints both wall times, the throughput ratio, each
- *     request's completion against its fair share (8 x its time alone), and whether every request's audio is the
- *     same both ways.
+ *  4. continuous batching: 8 concurrent requests (seeds 1..8, the same max_tokens) over HTTP, as streaming
+ *     requests (the serial path: no batching, at most two at a time taking turns) and as plain requests (the
+ *     continuous batch: one backbone decode per step for all), alternately, RUNS times each. Prints the median
+ *     wall times, their throughput ratio, each request's completion against its fair share (8 x its time alone),
+ *     and whether every request's audio is the same both ways;
+ *  5. where a frame's time goes, serial and in a native batch of 8 (the model's own stage timings): what batching
+ *     shares (the backbone decode) and what stays per request (generator, audio decoder).
  * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too.
  */
 import { spawnSync } from 'node:child_process';
@@ -23,7 +25,7 @@ import { pino } from 'pino';
 import { resolveConfig } from '../src/config.js';
 import { ggmlTtsEngine } from '../src/engines/ggml-tts.js';
 import type { SynthesisRequest, TtsModel } from '../src/engines/types.js';
-import { loadNative, NativeLogLevel } from '../src/native/addon.js';
+import { loadNative, NativeLogLevel, type NativeTtsGgmlTimings } from '../src/native/addon.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 
@@ -164,55 +166,6 @@ async function benchHttp(paths: ModelPaths): Promise<void> {
   });
 }
 
-// ---- 4. continuous batching vs serial ----
-
-const CONCURRENT = 8;
-
-interface Completion {
-  ms: number;
-  pcm: Buffer;
-}
-
-/** Starts every request at once; each one's completion time from the common start. */
-async function together(speech: Speech, bodies: Record<string, unknown>[]): Promise<{ wallMs: number; done: Completion[] }> {
-  const start = performance.now();
-  const done = await Promise.all(bodies.map(async (body) => ({ pcm: await speech(body), ms: performance.now() - start })));
-  return { wallMs: performance.now() - start, done };
-}
-
-async function benchBatching(paths: ModelPaths): Promise<void> {
-  await withServer(paths, async (speech) => {
-    const bodies = Array.from({ length: CONCURRENT }, (_, i) => ({ seed: i + 1 }));
-    await speech({}); // loads the model
-    const alone: number[] = [];
-    for (const body of bodies) {
-      const start = performance.now();
-      await speech({ ...body, stream: true });
-      alone.push(performance.now() - start);
-    }
-    const serial = await together(
-      speech,
-      bodies.map((body) => ({ ...body, stream: true })),
-    );
-    const batched = await together(speech, bodies);
-    const frames = bodies.length * FRAMES;
-    const line = (label: string, wallMs: number): string =>
-      `  ${label.padEnd(40)} ${frames} frames in ${(wallMs / 1000).toFixed(2)} s: ${((frames * 1000) / wallMs).toFixed(1)} frames/s, real-time factor ${(wallMs / 1000 / ((frames * FRAME) / RATE)).toFixed(3)}`;
-    console.log(
-      `continuous batching: ${CONCURRENT} concurrent requests of ${FRAMES} frames over HTTP (alone: median ${(median(alone) / 1000).toFixed(2)} s each)`,
-    );
-    console.log(line('serial (streaming requests, queued)', serial.wallMs));
-    console.log(line('continuous batch', batched.wallMs));
-    console.log(`  throughput ratio ${(serial.wallMs / batched.wallMs).toFixed(2)}x (target >= 1.3x, stretch 2x)`);
-    const share = batched.done.map((c, i) => c.ms / (CONCURRENT * (alone[i] as number)));
-    console.log(
-      `  completion / fair share (${CONCURRENT} x alone): worst ${Math.max(...share).toFixed(2)} (target <= 1.5), each ${share.map((r) => r.toFixed(2)).join(' ')}`,
-    );
-    const same = batched.done.every((c, i) => c.pcm.equals((serial.done[i] as Completion).pcm));
-    console.log(`  every request's audio the same batched and serial: ${same ? 'yes' : 'NO'}`);
-  });
-}
-
 // ---- 3. llama.cpp's llama-tts for reference ----
 
 interface CliRun {
@@ -280,6 +233,106 @@ function benchLlamaTts(paths: ModelPaths): void {
   console.log(`  peak RSS of llama-tts ${rssKib > 0 ? mib(rssKib) : 'unknown (no /usr/bin/time)'}`);
 }
 
+// ---- 4. continuous batching vs serial ----
+
+const CONCURRENT = 8;
+
+interface Completion {
+  ms: number;
+  pcm: Buffer;
+}
+
+interface Round {
+  wallMs: number;
+  done: Completion[];
+}
+
+/** Starts every request at once; each one's completion time from the common start. */
+async function together(speech: Speech, bodies: Record<string, unknown>[]): Promise<Round> {
+  const start = performance.now();
+  const done = await Promise.all(bodies.map(async (body) => ({ pcm: await speech(body), ms: performance.now() - start })));
+  return { wallMs: performance.now() - start, done };
+}
+
+async function benchBatching(paths: ModelPaths): Promise<void> {
+  await withServer(paths, async (speech) => {
+    const bodies = Array.from({ length: CONCURRENT }, (_, i) => ({ seed: i + 1 }));
+    await speech({}); // loads the model
+    const alone: number[] = [];
+    for (const body of bodies) {
+      const start = performance.now();
+      await speech({ ...body, stream: true });
+      alone.push(performance.now() - start);
+    }
+    const serialRuns: Round[] = [];
+    const batchedRuns: Round[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      serialRuns.push(
+        await together(
+          speech,
+          bodies.map((body) => ({ ...body, stream: true })),
+        ),
+      );
+      batchedRuns.push(await together(speech, bodies));
+    }
+    const medianRound = (runs: Round[]): Round => [...runs].sort((a, b) => a.wallMs - b.wallMs)[Math.floor(runs.length / 2)] as Round;
+    const serial = medianRound(serialRuns);
+    const batched = medianRound(batchedRuns);
+    const frames = bodies.length * FRAMES;
+    const line = (label: string, wallMs: number): string =>
+      `  ${label.padEnd(40)} ${frames} frames in ${(wallMs / 1000).toFixed(2)} s: ${((frames * 1000) / wallMs).toFixed(1)} frames/s, real-time factor ${(wallMs / 1000 / ((frames * FRAME) / RATE)).toFixed(3)}`;
+    console.log(
+      `continuous batching: ${CONCURRENT} concurrent requests of ${FRAMES} frames over HTTP, median of ${RUNS} (alone: median ${(median(alone) / 1000).toFixed(2)} s each)`,
+    );
+    console.log(line('serial (streaming requests)', serial.wallMs));
+    console.log(line('continuous batch', batched.wallMs));
+    console.log(`  throughput ratio ${(serial.wallMs / batched.wallMs).toFixed(2)}x (target >= 1.3x, stretch 2x)`);
+    const share = batched.done.map((c, i) => c.ms / (CONCURRENT * (alone[i] as number)));
+    console.log(
+      `  completion / fair share (${CONCURRENT} x alone): worst ${Math.max(...share).toFixed(2)} (target <= 1.5), each ${share.map((r) => r.toFixed(2)).join(' ')}`,
+    );
+    const same = [...serialRuns, ...batchedRuns].every((run) => run.done.every((c, i) => c.pcm.equals((serial.done[i] as Completion).pcm)));
+    console.log(`  every request's audio the same in every run, batched and serial: ${same ? 'yes' : 'NO'}`);
+  });
+}
+
+// ---- 5. where a frame's time goes ----
+
+async function benchStages(paths: ModelPaths): Promise<void> {
+  quietEngine();
+  const model = await loadNative().TtsGgmlModel.load({ model: paths.model, mmproj: paths.mmproj, sequences: CONCURRENT + 1 });
+  try {
+    const request = (seed: number): { text: string; seed: number; maxFrames: number } => ({ text: TEXT, seed, maxFrames: FRAMES });
+    await model.synthesize(request(1)); // warm-up
+    const profile = async (label: string, run: () => Promise<void>): Promise<void> => {
+      const before = model.timings();
+      const start = performance.now();
+      await run();
+      const wallMs = performance.now() - start;
+      const after = model.timings();
+      const delta = (key: keyof NativeTtsGgmlTimings): number => after[key] - before[key];
+      const frames = delta('frames');
+      const perFrame = (ms: number): string => `${(ms / frames).toFixed(2)}`;
+      const stages = delta('backboneMs') + delta('generatorMs') + delta('decoderMs') + delta('promptMs') + delta('encoderMs');
+      console.log(
+        `  ${label.padEnd(22)} ${perFrame(wallMs)} ms per frame: backbone ${perFrame(delta('backboneMs'))} (${(delta('backboneMs') / delta('backboneCalls')).toFixed(1)} ms per decode of ${(delta('backboneRows') / delta('backboneCalls')).toFixed(1)} rows), generator ${perFrame(delta('generatorMs'))}, audio decoder ${perFrame(delta('decoderMs'))}, prompt ${perFrame(delta('promptMs'))}, the rest ${perFrame(wallMs - stages)}`,
+      );
+    };
+    console.log(`where a frame's time goes (in-process, ${FRAMES} frames per request):`);
+    await profile('1 request alone', async () => {
+      await model.synthesize(request(1));
+    });
+    await profile(`batch of ${CONCURRENT}`, async () => {
+      const batch = model.createBatch();
+      for (let i = 0; i < CONCURRENT; i++) batch.add(request(i + 1));
+      while (batch.active > 0) await batch.step();
+      batch.close();
+    });
+  } finally {
+    model.release();
+  }
+}
+
 console.log(`voxd GGML TTS benchmark on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'})`);
 const paths = await realisticModel();
 const { samples: reference } = await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: RATE });
@@ -290,3 +343,4 @@ await benchEngine(paths, reference);
 await benchHttp(paths);
 benchLlamaTts(paths);
 await benchBatching(paths);
+await benchStages(paths);

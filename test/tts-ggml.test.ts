@@ -157,6 +157,7 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         const alone: Float32Array[] = [];
         for (const request of requests) alone.push(await model.synthesize(request));
 
+        const before = model.timings();
         const batch = model.createBatch();
         const results = new Map<number, Float32Array>();
         const step = async (): Promise<void> => {
@@ -181,6 +182,12 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
           steps++;
         }
         assert.ok(!results.has(leaving), 'a cancelled request is never handed back');
+        const after = model.timings();
+        const decodes = after.backboneCalls - before.backboneCalls;
+        assert.ok(decodes <= steps, `at most one backbone decode per step: ${decodes} decodes in ${steps} steps`);
+        assert.ok(after.backboneRows - before.backboneRows > decodes, 'decodes served several requests');
+        assert.ok(after.frames - before.frames >= alone.reduce((sum, a) => sum + a.length / FRAME, 0), 'every frame counted');
+        assert.ok(after.decoderMs > before.decoderMs && after.generatorMs > before.generatorMs);
         slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone, sample for sample`));
         assert.equal(alone[3]?.length, 13 * FRAME);
         assert.ok(steps > (alone[1]?.length ?? 0) / FRAME, `${steps} steps: one frame per step`);

@@ -4,6 +4,7 @@
 #include "llama-ext.h" // llama_model_get_tok_embd: prompt rows are token embeddings (and sums of them)
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,21 @@ struct chunks_deleter {
 };
 struct bitmap_deleter {
     void operator()(mtmd_bitmap * b) const { mtmd_bitmap_free(b); }
+};
+
+// Adds the time from its construction to its destruction to a total, in microseconds.
+class stage_timer {
+public:
+    explicit stage_timer(std::atomic<uint64_t> & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
+    ~stage_timer() {
+        m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count();
+    }
+    stage_timer(const stage_timer &) = delete;
+    stage_timer & operator=(const stage_timer &) = delete;
+
+private:
+    std::atomic<uint64_t> &               m_total;
+    std::chrono::steady_clock::time_point m_start;
 };
 
 // A 32-bit mix of a seed and a draw index, never UINT32_MAX (clip's "random").
@@ -120,6 +136,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
     if (!mtmd_support_audio(m_mctx)) {
         throw voxd_error("invalid_argument", "this model's mmproj has no voice encoder, so it cannot clone a reference clip");
     }
+    stage_timer timer(m_timings.encoder_us);
     std::unique_ptr<mtmd_bitmap, bitmap_deleter> bitmap(mtmd_bitmap_init_from_audio(reference.size(), reference.data())); // owns the clip
     std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init()); // owns the tokenized prompt
     const char * marker = mtmd_default_marker();
@@ -143,6 +160,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
 }
 
 void voxd_tts_generator::decode_prompt(voxd_tts_sequence & seq, const std::vector<float> & rows) {
+    stage_timer timer(m_timings.prompt_us);
     const int n_rows = (int) (rows.size() / (size_t) m_n_embd);
     for (int first = 0; first < n_rows; first += m_n_batch) {
         const int n = std::min(m_n_batch, n_rows - first);
@@ -162,6 +180,7 @@ void voxd_tts_generator::flush_decoder(voxd_tts_sequence & seq) {
     if (seq.latents.empty() && seq.codes.empty()) {
         return;
     }
+    stage_timer timer(m_timings.decoder_us);
     mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
     inp.type = MTMD_GEN_PROCESS_TYPE_GEN_WAV;
     if (seq.codes.empty()) {
@@ -204,6 +223,7 @@ void voxd_tts_generator::reseed(uint32_t seed) {
 }
 
 mtmd_gen_out voxd_tts_generator::generate(voxd_tts_sequence & seq, mtmd_gen_inp & inp) {
+    stage_timer timer(m_timings.generator_us);
     inp.seed = next_seed(seq);
     reseed(inp.seed);
     mtmd_gen_out out{};
@@ -215,6 +235,7 @@ mtmd_gen_out voxd_tts_generator::generate(voxd_tts_sequence & seq, mtmd_gen_inp 
 
 bool voxd_tts_generator::count_frame(voxd_tts_sequence & seq, bool window_full) {
     seq.frames++;
+    m_timings.frames++;
     const bool at_limit = seq.request.max_frames > 0 && seq.frames >= seq.request.max_frames;
     if (window_full || at_limit) {
         flush_decoder(seq);
@@ -255,9 +276,14 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
     if (batch.size() == 0) {
         return;
     }
-    if (llama_decode(m_lctx, batch.view()) != 0) {
-        throw voxd_error("synthesis_failed", "the backbone failed on a frame");
+    {
+        stage_timer timer(m_timings.backbone_us);
+        if (llama_decode(m_lctx, batch.view()) != 0) {
+            throw voxd_error("synthesis_failed", "the backbone failed on a frame");
+        }
     }
+    m_timings.backbone_rows += (uint64_t) batch.size();
+    m_timings.backbone_calls++;
     for (size_t i = 0; i < in_batch.size(); i++) {
         try {
             read_output(*in_batch[i], (int) i);

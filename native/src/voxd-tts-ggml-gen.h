@@ -92,6 +92,19 @@ private:
     std::vector<int8_t>         m_logits;
 };
 
+// Where a model's generation time went, summed over its life (microseconds). Written on the executor thread, read
+// from JS at any time.
+struct voxd_tts_timings {
+    std::atomic<uint64_t> frames{ 0 };         // frames made
+    std::atomic<uint64_t> backbone_us{ 0 };    // the per-step llama_decode of every sequence's frame
+    std::atomic<uint64_t> backbone_rows{ 0 };  // rows it decoded
+    std::atomic<uint64_t> backbone_calls{ 0 }; // and in how many calls
+    std::atomic<uint64_t> prompt_us{ 0 };      // prompt decodes
+    std::atomic<uint64_t> encoder_us{ 0 };     // reference clips through the voice encoder
+    std::atomic<uint64_t> generator_us{ 0 };   // the generator's per-frame calls (flow net, code predictor)
+    std::atomic<uint64_t> decoder_us{ 0 };     // the audio decoder (mimi, code2wav)
+};
+
 // Drives one model's sequences. Borrows the contexts it is built with; every call but plan() runs on the model's
 // executor thread (voxd-executor.h).
 class voxd_tts_generator {
@@ -110,6 +123,8 @@ public:
     // sequence's own failure (a reference clip the encoder refuses) finishes it with `error`; a failure of the
     // shared decode throws voxd_error.
     void step(const std::vector<voxd_tts_sequence *> & seqs);
+
+    const voxd_tts_timings & timings() const { return m_timings; }
 
 protected:
     voxd_tts_generator(llama_context * lctx, mtmd_context * mctx, int n_pos_per_row);
@@ -151,6 +166,7 @@ protected:
     int                 m_n_pos_per_row;
     std::vector<float>  m_tok_embd; // the whole token embedding table, n_vocab x n_embd
     uint32_t            m_last_seed = UINT32_MAX; // the generator's current seed
+    voxd_tts_timings    m_timings;
 };
 
 // The families, in their own files.

@@ -252,6 +252,7 @@ private:
     voxd_abort_ptr                         m_abort;
 };
 
+// The seed of a request that names none.
 uint32_t random_seed() {
     static std::mutex mutex;
     static std::mt19937 rng{ std::random_device{}() };
@@ -259,7 +260,7 @@ uint32_t random_seed() {
     uint32_t s;
     do {
         s = (uint32_t) rng();
-    } while (s == UINT32_MAX); // UINT32_MAX means "random" to clip, which it would not reseed from
+    } while (s == UINT32_MAX); // the seeds a request may name stop below it
     return s;
 }
 
@@ -348,6 +349,7 @@ Napi::Function voxd_tts_ggml_model::define(Napi::Env env) {
         InstanceMethod<&voxd_tts_ggml_model::info>("info"),
         InstanceMethod<&voxd_tts_ggml_model::synthesize>("synthesize"),
         InstanceMethod<&voxd_tts_ggml_model::create_batch>("createBatch"),
+        InstanceMethod<&voxd_tts_ggml_model::timings>("timings"),
         InstanceMethod<&voxd_tts_ggml_model::release>("release"),
     });
 }
@@ -418,6 +420,22 @@ Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
     }
     auto job = std::make_shared<voxd_tts_ggml_job>(std::move(request), voxd_abort_flag::from_value(info[2]));
     return voxd_pcm_stream_job::start(env, job, info[1], "voxd.tts_ggml.synthesize", "voxd.tts_ggml.audio");
+}
+
+Napi::Value voxd_tts_ggml_model::timings(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    const voxd_tts_timings & t = loaded(env)->gen->timings();
+    Napi::Object out = Napi::Object::New(env);
+    const auto ms = [](const std::atomic<uint64_t> & us) { return (double) us.load() / 1000.0; };
+    out.Set("frames", (double) t.frames.load());
+    out.Set("backboneMs", ms(t.backbone_us));
+    out.Set("backboneRows", (double) t.backbone_rows.load());
+    out.Set("backboneCalls", (double) t.backbone_calls.load());
+    out.Set("promptMs", ms(t.prompt_us));
+    out.Set("encoderMs", ms(t.encoder_us));
+    out.Set("generatorMs", ms(t.generator_us));
+    out.Set("decoderMs", ms(t.decoder_us));
+    return out;
 }
 
 Napi::Value voxd_tts_ggml_model::create_batch(const Napi::CallbackInfo & info) {

@@ -58,7 +58,7 @@ struct voxd_tts_ggml_request {
 
 // JS: `TtsGgmlModel.load({ model, mmproj, threads?, sequences? }) -> Promise<TtsGgmlModel>`; `model.info()` ->
 // `{ arch, sampleRate, variant, sequences }`; `model.synthesize(request, onAudio?, abort?) -> Promise<Float32Array>`;
-// `model.createBatch() -> TtsGgmlBatch`; `model.release()`. A request is `{ text, reference?, language?, seed?, temperature?,
+// `model.createBatch() -> TtsGgmlBatch`; `model.timings()` -> where generation time went; `model.release()`. A request is `{ text, reference?, language?, seed?, temperature?,
 // maxFrames? }`.
 class voxd_tts_ggml_model : public Napi::ObjectWrap<voxd_tts_ggml_model> {
 public:
@@ -70,6 +70,7 @@ private:
     Napi::Value info(const Napi::CallbackInfo & info);
     Napi::Value synthesize(const Napi::CallbackInfo & info);
     Napi::Value create_batch(const Napi::CallbackInfo & info);
+    Napi::Value timings(const Napi::CallbackInfo & info);
     Napi::Value release(const Napi::CallbackInfo & info);
 
     std::shared_ptr<voxd_tts_ggml_data> loaded(Napi::Env env) const; // throws "closed" after release()

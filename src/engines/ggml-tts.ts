@@ -357,7 +357,7 @@ export interface GgmlTtsEngineOptions {
 /** The engine, with the server-wide options every model it loads shares. */
 export function createGgmlTtsEngine(options: GgmlTtsEngineOptions = {}): Engine<TtsModel> {
   const extraVoicesDir = options.voicesDir ?? null;
-  // a sequence per batch member and one for a serial synthesis, within llama.cpp's 256
+  // a sequence per batch member and one for a serial synthesis, within the native model's 64
   const sequences = Math.min((options.maxBatchSize ?? 8) + 1, MAX_SEQUENCES);
   return {
     name: GGML_TTS_ENGINE,

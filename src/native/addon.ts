@@ -352,10 +352,27 @@ export interface NativeTtsGgmlRequest {
    * random one.
    */
   seed?: number | null;
-  /** The generator's noise scale, 0..2 (0: the least noise); absent: the weight pack's own. */
+  /** 0..2: Pocket TTS's noise scale, Qwen3-TTS's sampling temperature (0: the least noise, greedy); absent: the model's own. */
   temperature?: number | null;
   /** Upper bound on generated frames (12.5 per second of audio). */
   maxFrames?: number | null;
+}
+/** Where a GGML TTS model's generation time went since it loaded (cumulative milliseconds). */
+export interface NativeTtsGgmlTimings {
+  /** Frames made. */
+  frames: number;
+  /** The per-step backbone decode of every request's frame, its rows and its calls (one per step). */
+  backboneMs: number;
+  backboneRows: number;
+  backboneCalls: number;
+  /** Prompt decodes (each request's start; Pocket TTS's later chunks). */
+  promptMs: number;
+  /** Reference clips through the voice encoder. */
+  encoderMs: number;
+  /** The generator's per-frame calls (Pocket's flow net, Qwen3's code predictor). */
+  generatorMs: number;
+  /** The audio decoder (mimi, code2wav). */
+  decoderMs: number;
 }
 /** What a batch step hands back for a request that ended: all of its audio, or its own error. */
 export type NativeTtsGgmlFinished = { slot: number; samples: Float32Array } | { slot: number; error: Error & { code: string } };
@@ -383,7 +400,7 @@ export interface NativeTtsGgmlBatch {
 }
 /**
  * A GGML TTS model: backbone + mmproj through libmtmd's audio generator. Each request holds one of the model's
- * sequences; serial syntheses and batch steps take turns frame by frame on a native mutex, on their worker threads.
+ * sequences; serial syntheses and batch steps take turns frame by frame on the model's own executor thread.
  */
 export interface NativeTtsGgmlModel {
   info(): NativeTtsGgmlInfo;
@@ -396,6 +413,8 @@ export interface NativeTtsGgmlModel {
   synthesize(request: NativeTtsGgmlRequest, onAudio?: ((samples: Float32Array) => void) | null, abort?: NativeAbortFlag): Promise<Float32Array>;
   /** A continuous-batching session on this model; its steps and serial syntheses take turns on the model. */
   createBatch(): NativeTtsGgmlBatch;
+  /** Where generation time went since the model loaded (for benchmarks). */
+  timings(): NativeTtsGgmlTimings;
   /** Drops this object's hold on the weights; syntheses in flight finish first. Later calls throw `closed`. */
   release(): void;
 }
