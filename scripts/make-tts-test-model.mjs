@@ -193,6 +193,18 @@ class ByteWriter {
   }
 }
 
+/** The general.* keys every file starts with, in the converter's order. */
+function generalKeys(architecture, type, name) {
+  return {
+    'general.architecture': kv.str(architecture),
+    'general.type': kv.str(type),
+    'general.name': kv.str(name),
+    'general.description': kv.str('random weights for tests (voxd scripts/make-tts-test-model.mjs)'),
+    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
+    'general.quantization_version': kv.u32(2),
+    'general.alignment': kv.u32(ALIGNMENT),
+  };
+}
 function writeValue(w, type, value) {
   switch (type) {
     case GGUF.u8:
@@ -442,13 +454,7 @@ function pocketBackbone(d, name) {
   const nVocab = tokens.length;
   const a = 'pockettts';
   const metadata = {
-    'general.architecture': kv.str(a),
-    'general.type': kv.str('model'),
-    'general.name': kv.str(name),
-    'general.description': kv.str('random weights for tests (voxd scripts/make-tts-test-model.mjs)'),
-    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
-    'general.quantization_version': kv.u32(2),
-    'general.alignment': kv.u32(ALIGNMENT),
+    ...generalKeys(a, 'model', name),
     [`${a}.vocab_size`]: kv.u32(nVocab),
     [`${a}.context_length`]: kv.u32(4096), // the transformer has no limit; this only bounds the KV cache
     [`${a}.embedding_length`]: kv.u32(d.embd),
@@ -533,13 +539,7 @@ function pocketMmproj(d, name) {
   const c = d.filters;
   const top = c * 2 ** POCKET_RATIOS.length; // SEANet channels at the latent end
   const common = {
-    'general.architecture': kv.str('clip'),
-    'general.type': kv.str('mmproj'),
-    'general.name': kv.str(name),
-    'general.description': kv.str('random weights for tests (voxd scripts/make-tts-test-model.mjs)'),
-    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
-    'general.quantization_version': kv.u32(2),
-    'general.alignment': kv.u32(ALIGNMENT),
+    ...generalKeys('clip', 'mmproj', name),
     'clip.has_vision_encoder': kv.bool(false),
   };
   const section = (prefix, projector) => ({
@@ -812,13 +812,7 @@ function qwenBackbone(d, name) {
   const pairs = d.headDim / 2;
   const a = 'qwen3tts';
   const metadata = {
-    'general.architecture': kv.str(a),
-    'general.type': kv.str('model'),
-    'general.name': kv.str(name),
-    'general.description': kv.str('random weights for tests (voxd scripts/make-tts-test-model.mjs)'),
-    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
-    'general.quantization_version': kv.u32(2),
-    'general.alignment': kv.u32(ALIGNMENT),
+    ...generalKeys(a, 'model', name),
     [`${a}.vocab_size`]: kv.u32(nVocab),
     // the release says 32768, but llama.cpp's default context is the trained one, and 32768 positions of KV
     // cache would be 3.7 GB at the realistic size; 4096 frames are 5.5 minutes of speech
@@ -905,13 +899,7 @@ function qwenMmproj(d, name) {
   const c = d.spkChannels;
   const m = d.spkMfa;
   const metadata = {
-    'general.architecture': kv.str('clip'),
-    'general.type': kv.str('mmproj'),
-    'general.name': kv.str(name),
-    'general.description': kv.str('random weights for tests (voxd scripts/make-tts-test-model.mjs)'),
-    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
-    'general.quantization_version': kv.u32(2),
-    'general.alignment': kv.u32(ALIGNMENT),
+    ...generalKeys('clip', 'mmproj', name),
     'clip.has_vision_encoder': kv.bool(false),
     'clip.has_audio_encoder': kv.bool(true),
     'clip.audio.projector_type': kv.str('qwen3tts_spkenc'),
