@@ -316,6 +316,9 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       assert.equal(response.status, 400);
       const { error } = (await response.json()) as { error: { param: string; message: string } };
       assert.equal(error.param, 'ref_audio', error.message);
+      // a clip of a few dozen milliseconds would abort libmtmd's encoders: refused before
+      const blip = `data:audio/wav;base64,${wavBytes(new Float32Array(RATE / 20).fill(0.1), RATE).toString('base64')}`;
+      await expectEnvelope(await post(server.base, { ...base, ref_audio: blip }), 400, 'invalid_audio', 'ref_audio');
       // temperature is the generator's noise scale
       const noisy = await pcmOf(server.base, { ...base, seed: 3, temperature: 1.2 });
       assert.ok(!noisy.equals(await pcmOf(server.base, { ...base, seed: 3, temperature: 0.1 })));
@@ -547,6 +550,8 @@ describe('GGML TTS engine (random-weight Qwen3-TTS)', () => {
       slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone`));
 
       assert.equal((await nativeRejection(model.synthesize({ text: 'Hello.', language: 'klingon' }))).code, 'invalid_argument');
+      // 1200 samples (50 ms) would abort in the speaker encoder's padded convolutions
+      assert.throws(() => model.synthesize({ text: 'Hello.', reference: new Float32Array(1200).fill(0.1) }), { code: 'invalid_argument' });
     } finally {
       model.release();
     }

@@ -32,6 +32,10 @@ constexpr supported_arch k_supported[] = {
 // Prompt rows decoded per llama_decode.
 constexpr int k_n_batch = 512;
 
+// The shortest reference clip taken: libmtmd's preprocessing and the Qwen3 speaker encoder's padded convolutions
+// assert (abort the process) on clips of a few dozen milliseconds, and no voice is heard in less anyway.
+constexpr double k_min_reference_seconds = 0.5;
+
 // Sequences a model's context may hold (llama.cpp allows 256; each costs its KV cells).
 constexpr int k_max_sequences = 64;
 
@@ -320,7 +324,11 @@ voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
 
 // A request of `data` from JS, holding one of its sequences; throws `batch_full` when none is free.
 std::shared_ptr<voxd_tts_ggml_request> request_from_js(Napi::Env env, const std::shared_ptr<voxd_tts_ggml_data> & data, const Napi::Value & value) {
-    auto request = start_request(data, parse_request(env, value));
+    voxd_tts_gen_request parsed = parse_request(env, value);
+    if (!parsed.reference.empty() && parsed.reference.size() < (size_t) (k_min_reference_seconds * data->sample_rate)) {
+        throw voxd_make_js_error(env, "invalid_argument", "request.reference is shorter than " + std::to_string(k_min_reference_seconds).substr(0, 3) + " s");
+    }
+    auto request = start_request(data, std::move(parsed));
     if (!request) {
         throw voxd_make_js_error(env, "batch_full", "every sequence of the TTS model is taken");
     }

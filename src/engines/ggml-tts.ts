@@ -65,6 +65,8 @@ const FAMILIES: Readonly<Record<string, Family>> = {
 };
 export const GGML_TTS_ARCHITECTURES: readonly string[] = Object.keys(FAMILIES);
 const DEFAULT_VOICE = 'default';
+/** The shortest reference clip the native model takes (libmtmd's encoders fail on a few dozen milliseconds). */
+const MIN_REFERENCE_SECONDS = 0.5;
 /** The most sequences the native model takes. */
 const MAX_SEQUENCES = 64;
 const VOICES_DIR = 'voices';
@@ -200,9 +202,10 @@ async function loadVoiceClips(dir: string, sampleRate: number, clips: Map<string
     if (!id || id.toLowerCase() === DEFAULT_VOICE || clips.has(id)) continue;
     const data = await readFile(path.join(dir, name)).catch(() => null);
     if (!data || data.length === 0) continue;
-    // files that are not audio (a README, a licence) are skipped
+    // files that are not audio (a README, a licence) are skipped,
     const decoded = await decodeAudioNative(data, { sampleRate, maxSeconds: 60 }).catch(() => null);
-    if (decoded && decoded.samples.length > 0) clips.set(id, { samples: decoded.samples, origin });
+    // nor are clips too short to clone a voice from
+    if (decoded && decoded.samples.length >= MIN_REFERENCE_SECONDS * sampleRate) clips.set(id, { samples: decoded.samples, origin });
   }
 }
 
@@ -319,6 +322,10 @@ class GgmlTtsModel implements TtsModel {
     if (request.reference) {
       if (request.reference.samples.length === 0)
         throw new ApiError('invalid_audio', 'ref_audio is empty: the reference clip has no samples', { param: 'ref_audio' });
+      if (request.reference.samples.length < MIN_REFERENCE_SECONDS * this.sampleRate) {
+        const seconds = (request.reference.samples.length / this.sampleRate).toFixed(2);
+        throw new ApiError('invalid_audio', `ref_audio is ${seconds} s long; a voice needs at least ${MIN_REFERENCE_SECONDS} s`, { param: 'ref_audio' });
+      }
       reference = request.reference.samples;
     } else if (request.voice && request.voice !== DEFAULT_VOICE) {
       reference = this.clips.get(request.voice)?.samples ?? null;
