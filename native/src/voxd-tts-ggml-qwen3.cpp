@@ -45,6 +45,12 @@ public:
             throw voxd_error("model_load_failed", "the backbone's vocabulary ends inside the codebook-0 codes");
         }
         m_defaults = mtmd_gen_inp_default(mctx);
+        // the chat wrap the talker was trained on: a role line of 3 tokens, the text, then 5 that open the reply
+        m_role_line = voxd_tokenize(m_vocab, "<|im_start|>assistant\n", true);
+        m_turn_end  = voxd_tokenize(m_vocab, "<|im_end|>\n<|im_start|>assistant\n", true);
+        if (m_role_line.size() != 3 || m_turn_end.size() != 5) {
+            throw voxd_error("model_load_failed", "the backbone's vocabulary does not tokenize the talker's chat wrap as Qwen's does");
+        }
     }
 
     void plan(voxd_tts_sequence & seq) const override {
@@ -55,12 +61,14 @@ public:
         if (voxd_find_token(m_vocab, ("<|codec_language_" + language + "|>").c_str()) == LLAMA_TOKEN_NULL) {
             throw voxd_error("invalid_argument", "the model does not speak " + language);
         }
-        // the chat wrap the talker was trained on: a 3-token role line, the text, then the assistant turn's 5 tokens
-        const std::string wrapped = "<|im_start|>assistant\n" + seq.request.text + "<|im_end|>\n<|im_start|>assistant\n";
-        std::vector<llama_token> ids = voxd_tokenize(m_vocab, wrapped, true);
-        if (ids.size() < 9) {
+        // the text is tokenized without special tokens, so it cannot smuggle control tokens into the prompt
+        const std::vector<llama_token> body = voxd_tokenize(m_vocab, seq.request.text, false);
+        if (body.empty()) {
             throw voxd_error("invalid_argument", "the text has nothing to speak");
         }
+        std::vector<llama_token> ids = m_role_line;
+        ids.insert(ids.end(), body.begin(), body.end());
+        ids.insert(ids.end(), m_turn_end.begin(), m_turn_end.end());
         seq.chunks = { std::move(ids) };
         seq.budget = (int) std::ceil((k_budget_seconds + k_budget_seconds_per_char * (double) seq.request.text.size()) * k_frame_rate);
     }
@@ -77,7 +85,7 @@ protected:
                 rows.push_back(a[i] + codec[i]);
             }
         };
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < m_role_line.size(); i++) {
             append_token_row(rows, ids[i]);
         }
         for (llama_token codec : { m_think, m_think_bos, lang, m_think_eos }) {
@@ -88,7 +96,7 @@ protected:
             add_sum(m_tts_pad, voice.data());
         }
         add_sum(m_tts_bos, token_row(m_codec_pad));
-        for (size_t i = 3; i + 5 < ids.size(); i++) {
+        for (size_t i = m_role_line.size(); i + m_turn_end.size() < ids.size(); i++) {
             add_sum(ids[i], token_row(m_codec_pad));
         }
         add_sum(m_tts_eos, token_row(m_codec_pad));
@@ -175,6 +183,8 @@ private:
     llama_token  m_think_eos = LLAMA_TOKEN_NULL, m_tts_pad = LLAMA_TOKEN_NULL, m_tts_bos = LLAMA_TOKEN_NULL;
     llama_token  m_tts_eos = LLAMA_TOKEN_NULL;
     mtmd_gen_inp m_defaults; // the generator's sampling defaults (top k 50, top p 1, temperature 0.9)
+    std::vector<llama_token> m_role_line; // the prompt's tokens before the text
+    std::vector<llama_token> m_turn_end;  // and after it
 };
 
 } // namespace
