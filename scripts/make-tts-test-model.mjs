@@ -145,48 +145,38 @@ class ByteWriter {
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
+  /** Appends `size` bytes that `write(at)` puts at offset `at`. */
+  put(size, write) {
+    this.reserve(size);
+    write(this.length);
+    this.length += size;
+  }
   u8(v) {
-    this.reserve(1);
-    this.buf.writeUInt8(v, this.length);
-    this.length += 1;
+    this.put(1, (at) => this.buf.writeUInt8(v, at));
   }
   i8(v) {
-    this.reserve(1);
-    this.buf.writeInt8(v, this.length);
-    this.length += 1;
+    this.put(1, (at) => this.buf.writeInt8(v, at));
   }
   u32(v) {
-    this.reserve(4);
-    this.buf.writeUInt32LE(v, this.length);
-    this.length += 4;
+    this.put(4, (at) => this.buf.writeUInt32LE(v, at));
   }
   i32(v) {
-    this.reserve(4);
-    this.buf.writeInt32LE(v, this.length);
-    this.length += 4;
+    this.put(4, (at) => this.buf.writeInt32LE(v, at));
   }
   u64(v) {
-    this.reserve(8);
-    this.buf.writeBigUInt64LE(BigInt(v), this.length);
-    this.length += 8;
+    this.put(8, (at) => this.buf.writeBigUInt64LE(BigInt(v), at));
   }
   f32(v) {
-    this.reserve(4);
-    this.buf.writeFloatLE(v, this.length);
-    this.length += 4;
+    this.put(4, (at) => this.buf.writeFloatLE(v, at));
   }
   str(s) {
     const bytes = Buffer.from(s, 'utf8');
     this.u64(bytes.length);
-    this.reserve(bytes.length);
-    bytes.copy(this.buf, this.length);
-    this.length += bytes.length;
+    this.put(bytes.length, (at) => bytes.copy(this.buf, at));
   }
   pad(alignment) {
     const n = (alignment - (this.length % alignment)) % alignment;
-    this.reserve(n);
-    this.buf.fill(0, this.length, this.length + n);
-    this.length += n;
+    this.put(n, (at) => this.buf.fill(0, at, at + n));
   }
   bytes() {
     return this.buf.subarray(0, this.length);

@@ -6,21 +6,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type NativeError } from '../src/native/addon.js';
 import { pcm16ToFloat, StreamResampler } from '../src/services/audio/resample.js';
+import { concatSamples } from '../src/services/audio/samples.js';
 import { JFK_WAV } from './helpers/paths.js';
 import { readWavMono } from './helpers/wav.js';
 import { correlation, rms } from './helpers/signal.js';
 
 // ---- helpers ----
-
-function concat(parts: Float32Array[]): Float32Array {
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 function sine(freq: number, rate: number, seconds: number, amplitude = 0.5): Float32Array {
   const out = new Float32Array(Math.round(rate * seconds));
@@ -50,7 +41,7 @@ function zeroCrossingFrequency(samples: Float32Array, rate: number): number {
 
 function oneShot(input: Float32Array | Int16Array, inRate: number, outRate: number): Float32Array {
   const r = new StreamResampler(inRate, outRate);
-  return concat([r.process(input), r.flush()]);
+  return concatSamples([r.process(input), r.flush()]);
 }
 
 function chunked(input: Float32Array, inRate: number, outRate: number, sizes: () => number): Float32Array {
@@ -62,7 +53,7 @@ function chunked(input: Float32Array, inRate: number, outRate: number, sizes: ()
     at += n;
   }
   parts.push(r.flush());
-  return concat(parts);
+  return concatSamples(parts);
 }
 
 /** A deterministic pseudo-random generator (tests must not flake). */
@@ -175,12 +166,12 @@ describe('StreamResampler', () => {
   it('starts a new stream after flush() and reset()', () => {
     const input = sine(1000, 24000, 0.2);
     const r = new StreamResampler(24000, 16000);
-    const first = concat([r.process(input), r.flush()]);
-    const second = concat([r.process(input), r.flush()]);
+    const first = concatSamples([r.process(input), r.flush()]);
+    const second = concatSamples([r.process(input), r.flush()]);
     assert.deepEqual(second, first);
     r.process(sine(300, 24000, 0.05));
     r.reset();
-    assert.deepEqual(concat([r.process(input), r.flush()]), first);
+    assert.deepEqual(concatSamples([r.process(input), r.flush()]), first);
   });
 
   it('turns NaN and infinities into silence', () => {
@@ -204,7 +195,7 @@ describe('StreamResampler', () => {
     const whole = new StreamResampler(16000, 16000).processPcm16(bytes);
     const split = new StreamResampler(16000, 16000);
     const parts = [split.processPcm16(bytes.subarray(0, 3)), split.processPcm16(bytes.subarray(3, 8)), split.processPcm16(bytes.subarray(8))];
-    assert.deepEqual(concat(parts), whole);
+    assert.deepEqual(concatSamples(parts), whole);
     assert.deepEqual(
       Array.from(whole),
       Array.from(pcm, (v) => v / 32768),

@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import type { AudioFormat } from '../src/services/audio/encode.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { SHARED } from './helpers/paths.js';
-import { cancelledJobs, expectEnvelope, sdk, startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, expectEnvelope, waitForCancelledJob, sdk, startTestServer, type TestServer } from './helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer, words } from './helpers/transcripts.js';
 
 const FIVE_SENTENCES =
@@ -190,11 +190,7 @@ describe('speech over HTTP with the built-in voices', { skip: FLITE_INSTALLED ? 
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     await reader.read(); // audio started
     controller.abort();
-    const started = performance.now();
-    while ((await cancelledJobs(server.base)) === before) {
-      assert.ok(performance.now() - started < 10_000, 'the synthesis job is cancelled');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitForCancelledJob(server.base, before, performance.now() + 10_000, 'the synthesis job is cancelled');
     assert.equal((await post(server.base, { model: 'tts-1', input: 'Still here.' })).status, 200);
   });
 });

@@ -22,7 +22,7 @@ import { decodeAudio } from '../src/services/audio/decode.js';
 import { HubDouble } from './helpers/hub-double.js';
 import { nativeRejection } from './helpers/native.js';
 import { JFK_WAV, ROOT } from './helpers/paths.js';
-import { cancelledJobs, expectEnvelope, sdk, startTestServer, type TestServer } from './helpers/server.js';
+import { cancelledJobs, expectEnvelope, waitForCancelledJob, sdk, startTestServer, type TestServer } from './helpers/server.js';
 import { wavBytes } from './helpers/wav.js';
 
 const RATE = 24000;
@@ -400,7 +400,7 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       const reader = (response.body as ReadableStream<Uint8Array>).getReader();
       await reader.read(); // audio started
       controller.abort();
-      while ((await cancelledJobs(server.base)) === before) await new Promise((resolve) => setTimeout(resolve, 20));
+      await waitForCancelledJob(server.base, before, Infinity); // the test's own timeout bounds it
       assert.equal((await post(server.base, { model: modelDir, input: 'Still here.', response_format: 'pcm' })).status, 200);
     });
   });

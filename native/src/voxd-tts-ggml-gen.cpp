@@ -45,15 +45,6 @@ uint32_t mix_seed(uint32_t seed, uint32_t draw) {
 
 } // namespace
 
-llama_token voxd_find_token(const llama_vocab * vocab, const char * text) {
-    for (llama_token t = 0; t < llama_vocab_n_tokens(vocab); t++) {
-        if (std::strcmp(llama_vocab_get_text(vocab, t), text) == 0) {
-            return t;
-        }
-    }
-    return LLAMA_TOKEN_NULL;
-}
-
 std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special) {
     std::vector<llama_token> ids(text.size() + 16);
     const int n = llama_tokenize(vocab, text.c_str(), (int32_t) text.size(), ids.data(), (int32_t) ids.size(), false, parse_special);

@@ -173,6 +173,5 @@ protected:
 std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx);
 std::unique_ptr<voxd_tts_generator> voxd_tts_qwen3_generator(llama_context * lctx, mtmd_context * mctx);
 
-// Shared helpers of the families.
-llama_token              voxd_find_token(const llama_vocab * vocab, const char * text);
+// The text's tokens, without BOS/EOS; `parse_special` reads special-token texts as those tokens.
 std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -65,6 +66,15 @@ std::string normalise_text(const std::string & in, bool pad_short) {
     return s;
 }
 
+llama_token find_token(const llama_vocab * vocab, const char * text) {
+    for (llama_token t = 0; t < llama_vocab_n_tokens(vocab); t++) {
+        if (std::strcmp(llama_vocab_get_text(vocab, t), text) == 0) {
+            return t;
+        }
+    }
+    return LLAMA_TOKEN_NULL;
+}
+
 // Token ids of punctuation, without the tokenizer's leading word-start token.
 std::vector<llama_token> punctuation_ids(const llama_vocab * vocab, const char * marks) {
     std::vector<llama_token> ids = voxd_tokenize(vocab, marks, false);
@@ -115,8 +125,8 @@ std::vector<std::vector<llama_token>> chunk_tokens(const std::vector<llama_token
 class pocket_generator : public voxd_tts_generator {
 public:
     pocket_generator(llama_context * lctx, mtmd_context * mctx) : voxd_tts_generator(lctx, mctx, 1) {
-        m_audio_bos        = voxd_find_token(m_vocab, "<|audio_bos|>");
-        m_bos_before_voice = voxd_find_token(m_vocab, "<|bos_before_voice|>"); // optional
+        m_audio_bos        = find_token(m_vocab, "<|audio_bos|>");
+        m_bos_before_voice = find_token(m_vocab, "<|bos_before_voice|>"); // optional
         if (m_audio_bos == LLAMA_TOKEN_NULL) {
             throw voxd_error("model_load_failed", "the backbone's vocabulary has no <|audio_bos|> token");
         }

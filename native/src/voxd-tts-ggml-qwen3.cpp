@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <unordered_map>
 
 namespace {
 
@@ -35,8 +36,23 @@ public:
             { &m_think_eos, "<|codec_think_eos|>" }, { &m_tts_pad, "<tts_pad>" },
             { &m_tts_bos, "<tts_text_bos>" },        { &m_tts_eos, "<tts_text_eod>" },
         };
+        // one pass over the vocabulary (155k entries in the released model) for the specials and the languages
+        const std::string language_prefix = "<|codec_language_";
+        for (llama_token t = 0; t < llama_vocab_n_tokens(m_vocab); t++) {
+            const std::string text = llama_vocab_get_text(m_vocab, t);
+            if (text.empty() || text[0] != '<') {
+                continue;
+            }
+            for (const auto & s : specials) {
+                if (text == s.text) {
+                    *s.id = t;
+                }
+            }
+            if (text.rfind(language_prefix, 0) == 0 && text.size() > language_prefix.size() + 2) {
+                m_languages[text.substr(language_prefix.size(), text.size() - language_prefix.size() - 2)] = t;
+            }
+        }
         for (const auto & s : specials) {
-            *s.id = voxd_find_token(m_vocab, s.text);
             if (*s.id == LLAMA_TOKEN_NULL) {
                 throw voxd_error("model_load_failed", std::string("the backbone's vocabulary has no ") + s.text + " token");
             }
@@ -57,10 +73,7 @@ public:
         if (seq.request.text.find_first_not_of(" \t\r\n") == std::string::npos) {
             throw voxd_error("invalid_argument", "the text has nothing to speak");
         }
-        const std::string language = seq.request.language.empty() ? "english" : seq.request.language;
-        if (voxd_find_token(m_vocab, ("<|codec_language_" + language + "|>").c_str()) == LLAMA_TOKEN_NULL) {
-            throw voxd_error("invalid_argument", "the model does not speak " + language);
-        }
+        language_token(seq.request.language); // throws for a language the model lacks
         // the text is tokenized without special tokens, so it cannot smuggle control tokens into the prompt
         const std::vector<llama_token> body = voxd_tokenize(m_vocab, seq.request.text, false);
         if (body.empty()) {
@@ -76,8 +89,7 @@ public:
 protected:
     void prepare(voxd_tts_sequence & seq) override {
         const std::vector<llama_token> & ids = seq.chunks[0];
-        const std::string language = seq.request.language.empty() ? "english" : seq.request.language;
-        const llama_token lang     = voxd_find_token(m_vocab, ("<|codec_language_" + language + "|>").c_str());
+        const llama_token lang = language_token(seq.request.language);
         std::vector<float> rows;
         auto add_sum = [&](llama_token text, const float * codec) {
             const float * a = token_row(text);
@@ -141,6 +153,16 @@ protected:
     }
 
 private:
+    // The codec token of a language by the model's name for it ("" = English); invalid_argument when it has none.
+    llama_token language_token(const std::string & requested) const {
+        const std::string language = requested.empty() ? "english" : requested;
+        const auto it = m_languages.find(language);
+        if (it == m_languages.end()) {
+            throw voxd_error("invalid_argument", "the model does not speak " + language);
+        }
+        return it->second;
+    }
+
     static int mrope_positions(const llama_model * model) {
         const llama_rope_type rope = llama_model_rope_type(model);
         return rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE ? 4 : 1;
@@ -185,6 +207,7 @@ private:
     mtmd_gen_inp m_defaults; // the generator's sampling defaults (top k 50, top p 1, temperature 0.9)
     std::vector<llama_token> m_role_line; // the prompt's tokens before the text
     std::vector<llama_token> m_turn_end;  // and after it
+    std::unordered_map<std::string, llama_token> m_languages; // <|codec_language_NAME|> by NAME
 };
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -293,31 +294,34 @@ voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
     } else if (!language.IsUndefined() && !language.IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "request.language must be a string");
     }
-    Napi::Value seed = req.Get("seed");
-    if (!seed.IsUndefined() && !seed.IsNull()) {
-        const double s = seed.IsNumber() ? seed.As<Napi::Number>().DoubleValue() : -1.0;
-        if (!(s >= 0 && s < 4294967295.0) || std::floor(s) != s) {
+    // a number field, or nothing when absent; a present non-number reads as -1, which every range below refuses
+    const auto number = [&](const char * key) -> std::optional<double> {
+        Napi::Value v = req.Get(key);
+        if (v.IsUndefined() || v.IsNull()) {
+            return std::nullopt;
+        }
+        return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1.0;
+    };
+    const auto is_integer = [](double v) { return std::floor(v) == v; };
+    if (const auto seed = number("seed")) {
+        if (!(*seed >= 0 && *seed < 4294967295.0) || !is_integer(*seed)) {
             throw voxd_make_js_error(env, "invalid_argument", "request.seed must be an integer from 0 to 4294967294");
         }
-        out.seed = (uint32_t) s;
+        out.seed = (uint32_t) *seed;
     } else {
         out.seed = random_seed();
     }
-    Napi::Value temperature = req.Get("temperature");
-    if (!temperature.IsUndefined() && !temperature.IsNull()) {
-        const double t = temperature.IsNumber() ? temperature.As<Napi::Number>().DoubleValue() : -1.0;
-        if (!(t >= 0 && t <= 2)) {
+    if (const auto temperature = number("temperature")) {
+        if (!(*temperature >= 0 && *temperature <= 2)) {
             throw voxd_make_js_error(env, "invalid_argument", "request.temperature must be a number from 0 to 2");
         }
-        out.temperature = (float) t;
+        out.temperature = (float) *temperature;
     }
-    Napi::Value max_frames = req.Get("maxFrames");
-    if (!max_frames.IsUndefined() && !max_frames.IsNull()) {
-        const double m = max_frames.IsNumber() ? max_frames.As<Napi::Number>().DoubleValue() : -1.0;
-        if (!(m >= 1 && m <= 1e6) || std::floor(m) != m) {
+    if (const auto max_frames = number("maxFrames")) {
+        if (!(*max_frames >= 1 && *max_frames <= 1e6) || !is_integer(*max_frames)) {
             throw voxd_make_js_error(env, "invalid_argument", "request.maxFrames must be a positive integer");
         }
-        out.max_frames = (int) m;
+        out.max_frames = (int) *max_frames;
     }
     return out;
 }

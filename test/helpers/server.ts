@@ -41,6 +41,14 @@ export async function cancelledJobs(base: string): Promise<number> {
   return [...metrics.matchAll(/^voxd_jobs_total\{[^}]*outcome="cancelled"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
+/** Waits until the server counts more cancelled jobs than `before`; fails once `performance.now()` passes `deadline`. */
+export async function waitForCancelledJob(base: string, before: number, deadline: number, what = 'the job is cancelled'): Promise<void> {
+  while ((await cancelledJobs(base)) === before) {
+    assert.ok(performance.now() < deadline, what);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** The official SDK pointed at a test server (no retries: a test sees the first answer). */
 export function sdk(base: string): OpenAI {
   return new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-placeholder', maxRetries: 0 });
