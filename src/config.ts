@@ -50,7 +50,8 @@ export const configSchema = z.object({
   maxSeparationSeconds: positiveInt.default(600),
   maxJsonKb: positiveInt.default(1024),
   maxInputChars: positiveInt.default(4096),
-  maxRealtimeSessions: positiveInt.default(100),
+  // a live sphinx session holds a decoder of about 100 MiB: 32 of them fit in a few GiB (docs/performance.md)
+  maxRealtimeSessions: positiveInt.default(32),
   realtimeIdleTimeout: nonNegativeInt.default(300),
   shutdownTimeout: nonNegativeInt.default(30),
   cacheDir: z

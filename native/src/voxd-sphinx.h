@@ -38,16 +38,19 @@ struct voxd_sphinx_segment {
 
 struct voxd_sphinx_decoder; // one ps_decoder_t and what it takes to reset it (voxd-sphinx.cpp)
 
+// Frees the decoder, then gives the freed memory back to the kernel (malloc_trim; see voxd-sphinx.cpp).
 struct voxd_sphinx_decoder_deleter { void operator()(voxd_sphinx_decoder * dec) const; };
 using voxd_sphinx_decoder_ptr = std::unique_ptr<voxd_sphinx_decoder, voxd_sphinx_decoder_deleter>;
 
-// ps_decoder_t is not thread-safe and holds its own copy of the model (about 35 MB; the memory-mapped language
-// model is shared), so each transcription in flight takes a decoder of its own from this pool; it creates more on
-// demand and keeps up to `max_idle`. The pool is shared (shared_ptr) by the JS SphinxModel and every worker in
-// flight, so release() never frees a decoder in use.
 // Extra pocketsphinx options of a pool's decoders, as on its command line ("-name", "value", ...).
 using voxd_sphinx_args = std::vector<std::string>;
 
+// ps_decoder_t is not thread-safe and holds its own copy of everything it loaded (97 MB in about 830,000
+// allocations, nearly all of it resident once it decoded: the 25 MB language model is read into memory, not mapped,
+// and its trie caches the last lookup, so not even that can be shared between decoders that run at once), so each
+// transcription in flight takes a decoder of its own from this pool; it creates more on demand and keeps up to
+// `max_idle`. The pool is shared (shared_ptr) by the JS SphinxModel and every worker in flight, so release() never
+// frees a decoder in use.
 class voxd_sphinx_pool {
 public:
     voxd_sphinx_pool(voxd_sphinx_paths paths, size_t max_idle, voxd_sphinx_args args = {})
@@ -55,6 +58,12 @@ public:
 
     voxd_sphinx_decoder_ptr acquire();                         // an idle decoder, or a newly initialised one
     void                    release(voxd_sphinx_decoder_ptr dec); // back to the pool, or freed beyond max_idle
+
+    struct stats_t {
+        size_t decoders; // alive: in use and idle
+        size_t idle;
+    };
+    stats_t stats();
 
     const voxd_sphinx_paths & paths() const { return m_paths; }
 
@@ -67,11 +76,13 @@ private:
     size_t                               m_max_idle;
     std::mutex                           m_mutex;
     std::vector<voxd_sphinx_decoder_ptr> m_idle;
+    size_t                               m_alive = 0; // created by acquire() and not freed by release() yet
 };
 
 // JS: `SphinxModel.load({ hmm?, lm?, dict?, maxIdleDecoders? }) -> Promise<SphinxModel>`;
 // `model.transcribe(samples16k, abort?) -> Promise<{ text, segments }>`; `model.openStream({ stableBlocks? }) ->
-// Promise<SphinxStream>`; `model.release()`.
+// Promise<SphinxStream>`; `model.stats() -> { transcribe: { decoders, idle }, live: { decoders, idle } }`;
+// `model.release()`.
 class voxd_sphinx_model : public Napi::ObjectWrap<voxd_sphinx_model> {
 public:
     static Napi::Function define(Napi::Env env);
@@ -81,6 +92,7 @@ private:
     static Napi::Value load(const Napi::CallbackInfo & info);
     Napi::Value transcribe(const Napi::CallbackInfo & info);
     Napi::Value open_stream(const Napi::CallbackInfo & info);
+    Napi::Value stats(const Napi::CallbackInfo & info);
     Napi::Value release(const Napi::CallbackInfo & info);
 
     std::shared_ptr<voxd_sphinx_pool> m_pool;      // whole clips: pocketsphinx_continuous's defaults

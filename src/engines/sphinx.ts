@@ -9,7 +9,14 @@
  * must be English; `maxTokens` keeps that many words.
  */
 import { ApiError } from '../http/errors.js';
-import { isNativeError, loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxSegment } from '../native/addon.js';
+import {
+  isNativeError,
+  loadNative,
+  type NativeSphinxLoadOptions,
+  type NativeSphinxModel,
+  type NativeSphinxPoolStats,
+  type NativeSphinxSegment,
+} from '../native/addon.js';
 import { abortFlagFor } from './native-abort.js';
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';
@@ -130,11 +137,24 @@ class SphinxSttModel implements SttModel {
     };
   }
 
+  /** The decoders alive in the model's pools (null once unloaded). */
+  decoderStats(): { transcribe: NativeSphinxPoolStats; live: NativeSphinxPoolStats } | null {
+    return this.native?.stats() ?? null;
+  }
+
   async dispose(): Promise<void> {
     // idle decoders are freed now, those in use when their transcription ends
     this.native?.release();
     this.native = null;
   }
+}
+
+/**
+ * The decoders alive in a `sphinx` model's pools, for tests and diagnostics: `transcribe` serves whole clips,
+ * `live` streaming sessions (one decoder each while open). Null for any other model or once unloaded.
+ */
+export function sphinxDecoderStats(model: SttModel): { transcribe: NativeSphinxPoolStats; live: NativeSphinxPoolStats } | null {
+  return model instanceof SphinxSttModel ? model.decoderStats() : null;
 }
 
 /**

@@ -215,7 +215,7 @@ export interface NativeSphinxLoadOptions {
   lm?: string;
   /** Pronunciation dictionary (`/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict`). */
   dict?: string;
-  /** Idle decoders kept for reuse (default 2); each holds its own copy of the model, about 35 MB. */
+  /** Idle decoders kept for reuse (default 2); each holds its own copy of the model, about 100 MB. */
   maxIdleDecoders?: number;
 }
 
@@ -251,8 +251,17 @@ export interface NativeSphinxModel {
   transcribe(samples: Float32Array, abort?: NativeAbortFlag): Promise<NativeSphinxResult>;
   /** Takes a pooled decoder (a new one when none is idle) for a live transcription; it goes back on `close`. */
   openStream(options?: NativeSphinxStreamOptions): Promise<NativeSphinxStream>;
+  /** The decoders of the pool for `transcribe` and of the one for streams. Throws `closed` after `release`. */
+  stats(): { transcribe: NativeSphinxPoolStats; live: NativeSphinxPoolStats };
   /** Drops this object's hold on the decoders; transcriptions in flight finish first. Later calls throw `closed`. */
   release(): void;
+}
+
+export interface NativeSphinxPoolStats {
+  /** Decoders alive, in use or idle (about 100 MB each). */
+  decoders: number;
+  /** Of those, the ones kept for reuse (at most `maxIdleDecoders`). */
+  idle: number;
 }
 
 export interface NativeSphinxStreamOptions {
