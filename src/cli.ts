@@ -3,12 +3,13 @@
 import './threadpool.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { ConfigError, DEFAULT_VAD_MODEL, resolveConfig, type Config } from './config.js';
 import { createLogger, closeLogger } from './logger.js';
-import { NativeLoadError } from './native/addon.js';
+import { loadNative, NativeLoadError } from './native/addon.js';
 import { startServer } from './server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -48,7 +49,7 @@ function serveCommand(): Command {
     .option('--preload <id>', 'load this model at start and keep it resident; /readyz waits for it; repeatable', collect)
     .option('--max-loaded-models <n>', 'unload the least recently used idle model beyond this many (default: 0 = no limit)')
     .option('--model-idle-ttl <seconds>', 'unload a model unused for this long (default: 0 = never)')
-    .option('--max-queue <n>', 'jobs that may wait per model before requests get 503 (default: 64)')
+    .option('--max-queue <n>', 'requests that may wait per model before new ones get 503; a request counts once however many jobs it makes (default: 64)')
     .option('--model-concurrency <n>', 'jobs that run at once per model (default: number of CPU cores)')
     .option('--max-upload-mb <mb>', 'largest accepted audio upload, in MiB (default: 100)')
     .option('--max-audio-seconds <seconds>', 'longest accepted audio input, in seconds of decoded audio (default: 3600)')
@@ -57,7 +58,7 @@ function serveCommand(): Command {
     .option('--max-input-chars <n>', 'longest text accepted by /v1/audio/speech, in characters (default: 4096)')
     .option('--max-realtime-sessions <n>', 'WebSocket transcription sessions open at once; more are refused with 503; a sphinx session holds a ~100 MiB decoder (default: 32)')
     .option('--realtime-idle-timeout <seconds>', 'close a WebSocket transcription session that sent nothing for this long (default: 300; 0 = never)')
-    .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish (default: 30)')
+    .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish; the rest get 503 (default: 30)')
     .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')
     .action(async (_options: Record<string, unknown>, command: Command) => {
       const flags = explicitFlags(command);
@@ -105,10 +106,11 @@ async function serve(config: Config): Promise<void> {
     fail(`voxd: cannot start: ${message}`, 1);
   }
   let stopping = false;
-  const stop = (signal: string): void => {
+  const stop = (signal: NodeJS.Signals): void => {
     if (stopping) {
-      logger.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
+      // process.exit() would wait for engine calls still running on worker threads
+      process.stderr.write(`voxd: second ${signal}: exiting now\n`);
+      loadNative().exitNow(128 + os.constants.signals[signal]);
     }
     stopping = true;
     logger.info({ signal }, 'signal received');

@@ -68,16 +68,18 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   const http = createHttpServer({
     allowedOrigins: config.allowedOrigins,
     logger,
-    onResponse: ({ id, method, route, status, ms, bytes }) => {
+    onResponse: ({ id, method, route, status, ms, bytes, cut }) => {
       metrics.httpRequests.inc({ route, method, status: String(status) });
       metrics.httpLatency.observe({ route }, ms / 1000);
-      logger.info({ reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes }, `${method} ${route} ${status}`);
+      const line = { reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes };
+      if (cut) logger.warn({ ...line, cut: true }, `${method} ${route} ${status} cut after ${bytes} bytes`);
+      else logger.info(line, `${method} ${route} ${status}`);
     },
   });
   mountOperationRoutes(http, context);
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
-  mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize, maxQueue: config.maxQueue }));
+  mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize }));
   mountRealtimeRoutes(http, context);
   mountSeparationRoutes(http, context);
 

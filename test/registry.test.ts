@@ -132,7 +132,12 @@ describe('model registry', () => {
     const lease = await registry.acquire('vad.bin');
     assert.equal(lease.model.id, path.join(root, 'vad.bin'));
     lease.release();
-    await assert.rejects(registry.acquire(SILERO_V6), apiError('invalid_model', /outside the allowed --models-dir/));
+    // outside the roots reads exactly as missing: the answer does not tell which server paths exist
+    const outside = await registry.acquire(SILERO_V6).catch((error: unknown) => error as ApiError);
+    const missing = await registry.acquire(path.join(path.dirname(SILERO_V6), 'no-such-model.bin')).catch((error: unknown) => error as ApiError);
+    assert.ok(outside instanceof ApiError && missing instanceof ApiError);
+    assert.equal(outside.code, 'model_not_found');
+    assert.equal(outside.message.replace(SILERO_V6, 'X'), missing.message.replace(path.join(path.dirname(SILERO_V6), 'no-such-model.bin'), 'X'));
   });
 
   it('serves built-in models under their reserved IDs, listed as available before they load', async (t) => {

@@ -111,4 +111,40 @@ describe('scheduler', () => {
     await scheduler.idle();
     assert.equal(scheduler.pending, 0);
   });
+
+  it('admits a request whole: its jobs never meet a full queue, and --max-queue counts requests', async () => {
+    const scheduler = new Scheduler({ maxQueue: 1, concurrency: 1, metrics: new Metrics() });
+    const gate = deferred();
+    const running = scheduler.admit('m');
+    const first = running.run(() => gate.promise);
+    const many = scheduler.admit('m'); // waits: the one queue place
+    const jobs = Array.from({ length: 10 }, (_, i) => many.run(async () => i));
+    assert.throws(() => scheduler.admit('m'), (error: unknown) => error instanceof ApiError && error.code === 'queue_full');
+    gate.resolve();
+    await first;
+    running.release();
+    assert.deepEqual(await Promise.all(jobs), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    many.release();
+    scheduler.admit('m').release(); // room again
+    await scheduler.idle();
+  });
+
+  it('serves waiting jobs round-robin across requests', async () => {
+    const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics() });
+    const gate = deferred();
+    const blocker = scheduler.run('m', () => gate.promise);
+    const order: string[] = [];
+    const long = scheduler.admit('m');
+    const short = scheduler.admit('m');
+    const work = [
+      ...['a1', 'a2', 'a3'].map((name) => long.run(async () => void order.push(name))),
+      short.run(async () => void order.push('b1')),
+    ];
+    gate.resolve();
+    await Promise.all([blocker, ...work]);
+    assert.deepEqual(order, ['a1', 'b1', 'a2', 'a3'], 'the short request does not wait for all of the long one');
+    long.release();
+    short.release();
+  });
 });
+

@@ -162,7 +162,6 @@ describe('speech over HTTP with the built-in voices', { skip: FLITE_INSTALLED ? 
     await expectEnvelope(await post(server.base, { model: 'tts-1', input: 'hi', speed: 9 }), 400, 'invalid_request', 'speed');
     await expectEnvelope(await post(server.base, { input: 'hi' }), 400, 'invalid_request', 'model');
     await expectEnvelope(await post(server.base, { model: 'tts-1', input: 'hi', ref_audio: '/no/such/file.wav' }), 400, 'invalid_request', 'ref_audio');
-    await expectEnvelope(await post(server.base, { model: 'tts-1', input: 'hi', instructions: 'whisper it' }), 400, 'invalid_request', 'instructions');
     await expectEnvelope(await post(server.base, { model: 'tts-1', input: 'hi', lang_code: 'j' }), 400, 'invalid_request', 'lang_code');
     await expectEnvelope(
       await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(path.join(SHARED, 'no-such-model.bin'))}`),

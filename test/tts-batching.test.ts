@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel } from '../src/engines/types.js';
 import { Metrics } from '../src/services/metrics.js';
 import { AbortedError, Scheduler } from '../src/services/scheduler.js';
-import { Synthesizer } from '../src/services/tts/synthesizer.js';
+import { Synthesizer, type SpeakOptions } from '../src/services/tts/synthesizer.js';
 
 /** Audio that names its request: one sample per character, each the character's code. */
 function audioOf(request: SynthesisRequest): Float32Array {
@@ -109,7 +109,13 @@ class ContinuousDouble extends SerialDouble {
 }
 
 function synthesizer(maxBatchSize = 8, metrics = new Metrics()): Synthesizer {
-  return new Synthesizer({ scheduler: new Scheduler({ maxQueue: 64, concurrency: 4, metrics }), metrics, maxBatchSize, maxQueue: 64 });
+  return new Synthesizer({ scheduler: new Scheduler({ maxQueue: 64, concurrency: 4, metrics }), metrics, maxBatchSize });
+}
+
+/** One request of one piece, as the speech route sends a one-sentence input. */
+async function speakOne(synth: Synthesizer, model: TtsModel, piece: SynthesisRequest, options: SpeakOptions = {}): Promise<Float32Array> {
+  const [samples] = await synth.speak(model, [piece], options);
+  return samples as Float32Array;
 }
 
 describe('TTS paths: continuous, fixed-window, serial', () => {
@@ -118,7 +124,7 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     const synth = synthesizer();
     assert.equal(synth.pathFor(model, request('x'), false), 'serial');
     const streamed: number[] = [];
-    const results = await Promise.all(['one', 'two', 'three'].map((t) => synth.synthesize(model, request(t), { onAudio: (a) => streamed.push(...a) })));
+    const results = await Promise.all(['one', 'two', 'three'].map((t) => speakOne(synth, model, request(t), { onAudio: (a) => streamed.push(...a) })));
     assert.deepEqual(results.map(textOf), ['one', 'two', 'three']);
     assert.deepEqual(model.calls, ['one', 'two', 'three']);
     assert.equal(String.fromCharCode(...streamed), 'onetwothree', 'concurrency 1: one after the other');
@@ -130,7 +136,7 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     const synth = synthesizer(3, metrics);
     assert.equal(synth.pathFor(model, request('x'), false), 'fixed-window');
     const texts = ['head', 'a1', 'a2', 'b1', 'a3', 'a4', 'b2'];
-    const results = await Promise.all(texts.map((t) => synth.synthesize(model, request(t, t.startsWith('b') ? 'b' : 'a'))));
+    const results = await Promise.all(texts.map((t) => speakOne(synth, model, request(t, t.startsWith('b') ? 'b' : 'a'))));
     assert.deepEqual(results.map(textOf), texts, 'every result belongs to its request');
     // 'head' runs alone; while it runs the rest queue up; then each free slot takes the oldest request and its
     // compatible companions, at most 3 per call
@@ -143,10 +149,10 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     const metrics = new Metrics();
     const synth = synthesizer(2, metrics);
     assert.equal(synth.pathFor(model, request('x'), false), 'continuous');
-    const long = synth.synthesize(model, request('a long request'));
+    const long = speakOne(synth, model, request('a long request'));
     await sleep(8); // a few steps in
-    const short = synth.synthesize(model, request('hi'));
-    const third = synth.synthesize(model, request('yes')); // waits: the batch size is 2
+    const short = speakOne(synth, model, request('hi'));
+    const third = speakOne(synth, model, request('yes')); // waits: the batch size is 2
     const order: string[] = [];
     await Promise.all([long, short, third].map((p) => p.then((audio) => order.push(textOf(audio)))));
     assert.deepEqual(order, ['hi', 'yes', 'a long request'], 'short requests joined and finished before the long one');
@@ -167,8 +173,8 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     const model = new ContinuousDouble('continuous');
     const synth = synthesizer();
     const controller = new AbortController();
-    const gone = synth.synthesize(model, request('a request nobody waits for'), { signal: controller.signal });
-    const kept = synth.synthesize(model, request('kept for sure'));
+    const gone = speakOne(synth, model, request('a request nobody waits for'), { signal: controller.signal });
+    const kept = speakOne(synth, model, request('kept for sure'));
     await sleep(6);
     controller.abort();
     await assert.rejects(gone, AbortedError);
@@ -182,7 +188,7 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     assert.equal(synth.pathFor(model, request('x'), true), 'serial');
     assert.equal(synth.pathFor(model, request('x', 'b'), false), 'serial');
     const streamed: number[] = [];
-    assert.equal(textOf(await synth.synthesize(model, request('streamed'), { onAudio: (a) => streamed.push(...a) })), 'streamed');
+    assert.equal(textOf(await speakOne(synth, model, request('streamed'), { onAudio: (a) => streamed.push(...a) })), 'streamed');
     assert.equal(String.fromCharCode(...streamed), 'streamed');
     assert.equal(model.sessionsOpened, 0);
     assert.deepEqual(model.calls, ['streamed']);

@@ -151,7 +151,7 @@ describe(
       assert.match(metrics, /voxd_realtime_sessions_behind 0/);
     });
 
-    it('stop ends the utterance in progress as a partial complete; streaming:false sends no deltas; 24 kHz input', async () => {
+    it('stop ends the utterance in progress with a final complete; streaming:false sends no deltas; 24 kHz input', async () => {
       const resampler = new StreamResampler(16000, 24000);
       const clip = readWavMono(FIRST).samples.subarray(0, 16000 * 4);
       const at24k = Float32Array.from([...resampler.process(clip), ...resampler.flush()]);
@@ -164,7 +164,7 @@ describe(
         client.socket.send(JSON.stringify({ action: 'stop' }));
         const complete = await client.next(isType('complete'));
         assert.equal(await client.closed, 1000);
-        assert.equal(complete.is_partial, true);
+        assert.equal(complete.is_partial, false, 'the flush at stop is final: clients that keep finals keep it');
         assert.ok(String(complete.text).split(' ').length >= 4, String(complete.text));
         assert.equal(client.messages.filter(isType('delta')).length, 0);
       } finally {

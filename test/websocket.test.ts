@@ -31,6 +31,9 @@ async function echoServer(): Promise<{ url: string; closed: { code: number; reas
         if (!isBinary && data === 'close me') return session.connection.close(4000, 'asked to');
         session.connection.send(isBinary ? (data as Buffer) : `${session.query}:${data as string}`);
       },
+      oversized(session, bytes) {
+        session.connection.send(`too large: ${bytes}`);
+      },
       close(_session, code, reason) {
         closed.push({ code, reason });
       },
@@ -77,12 +80,16 @@ describe('WebSocket routes', () => {
     socket.terminate();
   });
 
-  it('drops a socket that sends more than the message limit (the route learns why), and routes may close with their own code', async (t) => {
+  it('hands a message over the limit to the route unread (the socket stays open), drops one over twice the limit, and routes may close with their own code', async (t) => {
     const server = await echoServer();
     t.after(server.close);
     const big = new WebSocket(server.url);
     await nextMessage(big);
-    big.send('x'.repeat(2048));
+    big.send('x'.repeat(2000));
+    assert.equal((await nextMessage(big)).data.toString(), 'too large: 2000');
+    big.send('still here');
+    assert.equal((await nextMessage(big)).data.toString(), ':still here');
+    big.send('x'.repeat(2049));
     await once(big, 'close'); // uWS cuts the connection without a close frame
     assert.ok(server.closed.some((c) => /too big/i.test(c.reason)));
 

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <unistd.h>
 
 #ifndef VOXD_VERSION
 #define VOXD_VERSION "dev"
@@ -39,6 +40,15 @@ static Napi::Value set_log_level(const Napi::CallbackInfo & info) {
     }
     g_min_log_level.store(info[0].As<Napi::Number>().Int32Value());
     return info.Env().Undefined();
+}
+
+// Ends the process now, as _exit does: no atexit handlers, no static destructors and no join of libuv's worker
+// threads, which process.exit() waits for while an engine call runs (a second SIGTERM must not wait a minute).
+static Napi::Value exit_now(const Napi::CallbackInfo & info) {
+    const int code = info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 1;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(code);
 }
 
 static Napi::Value system_info(const Napi::CallbackInfo & info) {
@@ -83,6 +93,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));
+    exports.Set("exitNow", Napi::Function::New<exit_now>(env, "exitNow"));
     return exports;
 }
 

@@ -258,6 +258,8 @@ private:
         m_swr.reset(raw);
         if (ret >= 0 && m_out_channels == 1) {
             ret = set_downmix(raw, out_layout, channels);
+        } else if (ret >= 0 && channels > 2 && m_in_layout.order != AV_CHANNEL_ORDER_NATIVE) {
+            ret = set_unlabelled_stereo_mix(raw, channels);
         }
         if (ret >= 0) {
             ret = swr_init(raw);
@@ -294,6 +296,19 @@ private:
             }
         } else {
             std::fill(matrix.begin(), matrix.begin() + channels, 1.0 / channels);
+        }
+        return swr_set_matrix(swr, matrix.data(), max_channels);
+    }
+
+    // libswresample knows no stereo mix for channels without positions (a 40-channel WAV, say): they alternate
+    // between left and right, each side the average of its channels, as interleaved pairs usually are.
+    static int set_unlabelled_stereo_mix(SwrContext * swr, int channels) {
+        std::vector<double> matrix((size_t) 2 * max_channels, 0.0); // row stride max_channels, one row per output
+        const int           left = (channels + 1) / 2;
+        const int           right = channels / 2;
+        for (int i = 0; i < channels; i++) {
+            const bool is_left = i % 2 == 0;
+            matrix[(is_left ? 0 : max_channels) + i] = 1.0 / (is_left ? left : right);
         }
         return swr_set_matrix(swr, matrix.data(), max_channels);
     }

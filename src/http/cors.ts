@@ -2,8 +2,16 @@
  * CORS: `['*']` lets any origin read responses; otherwise the request's Origin is echoed only when listed.
  * Preflights are answered for every route, echoing the headers the browser asks for.
  */
-const EXPOSED_HEADERS = 'x-request-id, retry-after, content-disposition';
+const EXPOSED_HEADERS = 'x-request-id, retry-after, content-disposition, x-voxd-ignored';
 const PREFLIGHT_MAX_AGE_S = '86400';
+
+/**
+ * Whether a page of `origin` may use the server. Requests without an Origin header (SDKs, curl) are not from a
+ * page and always may; WebSocket upgrades are refused by this rule, since browsers do not apply CORS to them.
+ */
+export function originAllowed(allowedOrigins: readonly string[], origin: string | undefined): boolean {
+  return origin === undefined || allowedOrigins.includes('*') || allowedOrigins.includes(origin);
+}
 
 export function corsHeaders(allowedOrigins: readonly string[], origin: string | undefined): Record<string, string> {
   const headers: Record<string, string> = { 'access-control-expose-headers': EXPOSED_HEADERS };

@@ -10,6 +10,7 @@ export const ERROR_CODES = {
   invalid_model: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 404, type: 'invalid_request_error' },
   not_found: { status: 404, type: 'invalid_request_error' },
+  origin_not_allowed: { status: 403, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },

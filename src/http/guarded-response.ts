@@ -52,4 +52,9 @@ export class GuardedResponse {
   close(): void {
     if (this.#state === 'open') this.#res.close();
   }
+
+  /** Fires the signal as if the client had left, so the request's work stops; the response stays usable. */
+  cancelWork(): void {
+    this.#abort.abort();
+  }
 }

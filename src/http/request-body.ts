@@ -80,9 +80,15 @@ export class RequestBody {
         }
       }
     } finally {
+      // the rest of the body is read and dropped, not cut off: closing a connection the client still writes to
+      // resets it, and the client may lose the answer (a 413, say) with it
       this.#discarding = true;
       this.#queue = [];
       this.#queuedBytes = 0;
+      if (this.#paused) {
+        this.#paused = false;
+        this.#response.use((res) => res.resume());
+      }
     }
   }
 

@@ -27,6 +27,28 @@ export function readRequestHead(req: UwsRequest): RequestHead {
   return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery(), headers };
 }
 
+/** How the body of a request is delimited, or why it cannot be told safely. */
+export type BodyFraming = { length: number | null; chunked: boolean; error: null } | { length: null; chunked: false; error: string };
+
+/**
+ * Reads Content-Length and Transfer-Encoding (RFC 9112, section 6). Conflicting lengths, a length that is not a
+ * number, or both headers at once mean a proxy in front may see a different body than uWS does (request
+ * smuggling): such a request is refused and its connection closed.
+ */
+export function bodyFraming(headers: Readonly<Record<string, string>>): BodyFraming {
+  const rawLength = headers['content-length'];
+  const chunked = /\bchunked\b/i.test(headers['transfer-encoding'] ?? '');
+  if (rawLength === undefined) return { length: null, chunked, error: null };
+  if (headers['transfer-encoding'] !== undefined) return { length: null, chunked: false, error: 'Content-Length and Transfer-Encoding must not both be sent' };
+  // repeated headers arrive joined with ", " (readRequestHead); identical repeats are harmless
+  const values = new Set(rawLength.split(',').map((v) => v.trim()));
+  const [only] = values;
+  if (values.size !== 1 || only === undefined || !/^\d{1,15}$/.test(only)) {
+    return { length: null, chunked: false, error: `invalid Content-Length: ${JSON.stringify(rawLength.slice(0, 64))}` };
+  }
+  return { length: Number(only), chunked, error: null };
+}
+
 const SANE_REQUEST_ID = /^[\w.:@/+=-]{1,200}$/;
 
 export class HttpRequest {

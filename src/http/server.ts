@@ -3,12 +3,12 @@
  * error envelopes and the per-request hook live in one place and route handlers never see uWS objects.
  */
 import { performance } from 'node:perf_hooks';
-import { corsHeaders, preflightHeaders } from './cors.js';
+import { corsHeaders, originAllowed, preflightHeaders } from './cors.js';
 import { ApiError } from './errors.js';
 import { GuardedResponse } from './guarded-response.js';
 import { HttpReply } from './reply.js';
 import { RequestBody } from './request-body.js';
-import { HttpRequest, readRequestHead } from './request.js';
+import { bodyFraming, HttpRequest, readRequestHead } from './request.js';
 import { Router, type RouteMatch } from './router.js';
 import { uws, type UwsApp, type UwsListenSocket } from './uws.js';
 import { mountWebSocket, type WsLimits, type WsRoute } from './websocket.js';
@@ -35,7 +35,8 @@ export interface ResponseInfo {
   ms: number;
   /** Body bytes handed to the connection. */
   bytes: number;
-  aborted: boolean;
+  /** The response began but did not complete: the client left or stopped reading too long, or the server cut it. */
+  cut: boolean;
 }
 
 export interface HttpServerOptions {
@@ -76,23 +77,28 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.any('/*', (res, req) => {
     // uWS invalidates `req` when this function returns and delivers the body only to a data handler set now
     const head = readRequestHead(req);
-    const declaredLength = Number.parseInt(head.headers['content-length'] ?? '', 10);
+    const framing = bodyFraming(head.headers);
     const response = new GuardedResponse(res, (chunk, isLast) => body.push(chunk, isLast));
-    const chunked = /\bchunked\b/i.test(head.headers['transfer-encoding'] ?? '');
-    const body = new RequestBody(response, Number.isFinite(declaredLength) ? declaredLength : null, chunked);
+    const body = new RequestBody(response, framing.length, framing.chunked);
     const match = router.match(head.method, head.path);
     const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, response.signal);
     const reply = new HttpReply(response, {
       baseHeaders: { 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.header('origin')) },
-      closeConnection: () => closing !== null || !body.complete,
+      closeConnection: () => closing !== null || framing.error !== null,
     });
-    void handle(match, request, reply);
+    void handle(match, request, reply, framing.error);
   });
 
-  async function handle(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply): Promise<void> {
+  async function handle(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply, framingError: string | null): Promise<void> {
     const started = performance.now();
     inFlight.add(reply);
     try {
+      if (framingError) {
+        // answered on a later tick: uWS, finding a request pipelined behind one still unanswered, drops the
+        // connection; answered at once, it would serve that request by its own framing (a smuggled one)
+        await new Promise((resolve) => setImmediate(resolve));
+        throw new ApiError('invalid_request', `Malformed request: ${framingError}`);
+      }
       if (closing) throw new ApiError('shutting_down', 'The server is shutting down');
       await dispatch(match, request, reply);
     } catch (error) {
@@ -109,7 +115,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         status: reply.aborted && !reply.sent ? CLIENT_CLOSED_REQUEST : reply.statusCode,
         ms: performance.now() - started,
         bytes: reply.bytesSent,
-        aborted: reply.aborted,
+        cut: reply.sent && !reply.completed,
       });
     } catch (error) {
       logger.error({ err: error, requestId: request.id }, 'onResponse hook failed');
@@ -146,7 +152,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
     websocket(pattern, route, limits) {
       closeSockets.push(
-        mountWebSocket(app, pattern, route, limits, (request) => ({ 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.headers.origin) })),
+        mountWebSocket(app, pattern, route, limits, {
+          baseHeaders: (request) => ({ 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.headers.origin) }),
+          originAllowed: (origin) => originAllowed(allowedOrigins, origin),
+        }),
       );
     },
 
@@ -170,8 +179,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         const timedOut = await Promise.race([idle.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, timeoutMs, true)))]);
         clearTimeout(timer);
         if (timedOut) {
-          logger.warn({ requests: inFlight.size, timeoutMs }, 'aborting requests still running at shutdown');
-          for (const reply of inFlight) reply.abort();
+          logger.warn({ requests: inFlight.size, timeoutMs }, 'interrupting requests still running at shutdown');
+          const interruption = new ApiError('shutting_down', 'The server is shutting down and could not finish this request in time; retry it');
+          for (const reply of inFlight) reply.interrupt(interruption);
         }
         idleWaiters = [];
         for (const close of closeSockets) close();

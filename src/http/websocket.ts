@@ -38,6 +38,8 @@ export interface WsRoute<Session> {
   accept?(request: WsRequest): { protocol?: string } | void;
   open(connection: WsConnection, request: WsRequest): Session;
   message(session: Session, data: string | Buffer, isBinary: boolean): void;
+  /** A message over `WsLimits.maxMessageBytes` arrived and was dropped unread; the socket stays open. */
+  oversized(session: Session, bytes: number): void;
   /** The socket closed (either side); `code` is the close code (1006 when the connection dropped). */
   close(session: Session, code: number, reason: string): void;
   /** The client took the queued bytes: producers that waited on `bufferedAmount` may go on. */
@@ -45,7 +47,10 @@ export interface WsRoute<Session> {
 }
 
 export interface WsLimits {
-  /** A larger message drops the connection (uWS: no close frame; the route's `close` gets "Received too big message"). */
+  /**
+   * A larger message goes to the route's `oversized` instead of `message`. uWS buffers a message whole before it
+   * hands it over, so it drops the connection (no close frame) only past twice this size.
+   */
   maxMessageBytes: number;
   /** Seconds without any message (uWS sends pings) before the socket is closed; 0 = never. */
   idleTimeoutSeconds: number;
@@ -110,16 +115,17 @@ function wsRequest(head: RequestHead): WsRequest {
 }
 
 /** Registers `route` at `pattern`; returns a function that closes every open socket of it (shutdown). */
-export function mountWebSocket<Session>(
-  app: UwsApp,
-  pattern: string,
-  route: WsRoute<Session>,
-  limits: WsLimits,
-  baseHeaders: (request: WsRequest) => Record<string, string>,
-): () => void {
+export interface WsPolicy {
+  /** Headers every upgrade answer carries (request id, CORS). */
+  baseHeaders(request: WsRequest): Record<string, string>;
+  /** Whether the page that opens the socket may (--allowed-origins). */
+  originAllowed(origin: string | undefined): boolean;
+}
+
+export function mountWebSocket<Session>(app: UwsApp, pattern: string, route: WsRoute<Session>, limits: WsLimits, policy: WsPolicy): () => void {
   const open = new Set<GuardedConnection>();
   app.ws<UserData>(pattern, {
-    maxPayloadLength: limits.maxMessageBytes,
+    maxPayloadLength: 2 * limits.maxMessageBytes,
     idleTimeout: limits.idleTimeoutSeconds,
     maxBackpressure: 16 * 1024 * 1024,
     sendPingsAutomatically: true,
@@ -128,11 +134,13 @@ export function mountWebSocket<Session>(
       const request = wsRequest(head);
       let protocol = '';
       try {
+        const origin = head.headers.origin;
+        if (!policy.originAllowed(origin)) throw new ApiError('origin_not_allowed', `origin ${origin} is not allowed (--allowed-origins)`);
         protocol = route.accept?.(request)?.protocol ?? '';
       } catch (error) {
         // refused: an ordinary HTTP answer with the error envelope instead of the 101
         const refusal = ApiError.from(error);
-        const headers = { ...baseHeaders(request), ...refusal.headers, 'content-type': 'application/json' };
+        const headers = { ...policy.baseHeaders(request), ...refusal.headers, 'content-type': 'application/json' };
         return void res.cork(() => {
           res.writeStatus(`${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}`);
           for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
@@ -150,6 +158,7 @@ export function mountWebSocket<Session>(
     },
     message: (socket, message, isBinary) => {
       const data = socket.getUserData();
+      if (message.byteLength > limits.maxMessageBytes) return route.oversized(data.session as Session, message.byteLength);
       // copied: uWS reuses the buffer once this callback returns
       const copy = isBinary ? Buffer.from(message.slice(0)) : Buffer.from(message).toString('utf8');
       route.message(data.session as Session, copy, isBinary);

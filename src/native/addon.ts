@@ -506,6 +506,8 @@ export interface NativeAddon {
   Resampler: new (options: { inputRate: number; outputRate: number }) => NativeResampler;
   systemInfo(): NativeSystemInfo;
   setLogLevel(level: number): void;
+  /** Ends the process at once with `code` (_exit): nothing waits for engine calls still running. */
+  exitNow(code: number): never;
 }
 
 /** A rejection from native code: `code` is machine-readable (e.g. `model_load_failed`, `aborted`). */

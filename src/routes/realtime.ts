@@ -10,7 +10,7 @@ import { MAX_APPEND_BYTES, RealtimeSession } from '../sessions/realtime.js';
 import { MAX_FRAME_BYTES, VadTranscriptionSession } from '../sessions/vad-transcription.js';
 import type { RouteContext } from './context.js';
 
-/** Room for a 15 MiB append as base64 inside its JSON event; larger messages drop the connection. */
+/** Room for a 15 MiB append as base64 inside its JSON event; a larger message gets an error event (dropped unread). */
 const MAX_EVENT_BYTES = Math.ceil((MAX_APPEND_BYTES * 4) / 3) + 64 * 1024;
 /** uWS pings idle sockets; a peer that answers nothing for this long is gone. */
 const IDLE_TIMEOUT_SECONDS = 120;
@@ -38,6 +38,7 @@ export function mountRealtimeRoutes(http: HttpServer, { config, registry, schedu
         );
       },
       message: (session, data, isBinary) => session.receive(data, isBinary),
+      oversized: (session, bytes) => session.refuseOversized(bytes, MAX_EVENT_BYTES),
       close: (session) => void session.close(),
     },
     { maxMessageBytes: MAX_EVENT_BYTES, idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS },
@@ -49,8 +50,9 @@ export function mountRealtimeRoutes(http: HttpServer, { config, registry, schedu
       accept: () => sessions.admit(),
       open: (connection) => new VadTranscriptionSession(connection, { ...engines, defaultModel: config.sttModel }),
       message: (session, data, isBinary) => session.receive(data, isBinary),
+      oversized: (session, bytes) => session.refuseOversized(bytes, MAX_FRAME_BYTES),
       close: (session) => void session.close(),
     },
-    { maxMessageBytes: MAX_FRAME_BYTES + 64 * 1024, idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS },
+    { maxMessageBytes: MAX_FRAME_BYTES, idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS },
   );
 }

@@ -10,7 +10,7 @@ import { ApiError } from '../http/errors.js';
 import type { HttpServer } from '../http/server.js';
 import { validate } from '../http/validate.js';
 import { decodeAudioChannels } from '../services/audio/decode.js';
-import { encodeFloatWav } from '../services/audio/wav.js';
+import { floatWavPieces } from '../services/audio/wav.js';
 import { AbortedError } from '../services/scheduler.js';
 import { SEPARATOR_MODEL_ID } from '../engines/separator.js';
 import type { RouteContext } from './context.js';
@@ -38,17 +38,15 @@ export function mountSeparationRoutes(http: HttpServer, { config, registry, sche
       }
       const audio = await decodeAudioChannels(file.data, { maxSeconds: config.maxSeparationSeconds, signal: req.signal });
       const stem = await scheduler.run(model.id, (signal) => model.separate(audio, target, signal), req.signal, model.concurrency);
-      const residual = audio.channels.map((channel, c) => {
-        const out = new Float32Array(channel.length);
-        const t = stem[c] as Float32Array;
-        for (let i = 0; i < channel.length; i++) out[i] = (channel[i] as number) - (t[i] as number);
-        return out;
-      });
-      reply.json({
-        target: encodeFloatWav(stem, audio.sampleRate).toString('base64'),
-        residual: encodeFloatWav(residual, audio.sampleRate).toString('base64'),
-        sample_rate: audio.sampleRate,
-      });
+      // streamed: ten minutes of stereo are two WAVs of 200 MB, more than one JSON string can hold as base64
+      const input = audio.channels;
+      reply.startStream(200, { 'content-type': 'application/json' });
+      await reply.write('{"target":"');
+      await reply.writeBase64(floatWavPieces(stem, audio.sampleRate));
+      await reply.write('","residual":"');
+      await reply.writeBase64(floatWavPieces(input, audio.sampleRate, (c, i) => (input[c] as Float32Array)[i]! - (stem[c] as Float32Array)[i]!));
+      await reply.write(`","sample_rate":${audio.sampleRate}}`);
+      reply.end();
     } catch (error) {
       if (error instanceof AbortedError || req.signal.aborted) return reply.abort();
       throw error;

@@ -68,8 +68,19 @@ function resolveVoice(model: TtsModel, voice: string | null | undefined): string
   throw new ApiError('invalid_request', `unknown voice '${voice}' for model ${model.id}; voices: ${offered}`, { param: 'voice' });
 }
 
-/** Turns the fields into the engine's request, refusing what the model cannot honour (never misapplied). */
-async function synthesisRequest(fields: SpeechFields, model: TtsModel, { config }: RouteContext, signal: AbortSignal): Promise<Omit<SynthesisRequest, 'text'>> {
+/** The engine's request, and the fields it leaves out because the model cannot honour them. */
+interface PreparedRequest {
+  request: Omit<SynthesisRequest, 'text'>;
+  /** Request fields the model ignores; named in the `x-voxd-ignored` header. */
+  ignored: string[];
+}
+
+/**
+ * Turns the fields into the engine's request. Fields that change what is said or who says it (language, voice,
+ * ref_audio) are refused when the model cannot honour them; style instructions are only a wish, so a model without
+ * style control speaks anyway and the reply says it ignored them (vendor clients send them by default).
+ */
+async function synthesisRequest(fields: SpeechFields, model: TtsModel, { config }: RouteContext, signal: AbortSignal): Promise<PreparedRequest> {
   const { capabilities } = model;
   const languages = capabilities.languages;
   if (languages && !languages.includes(fields.lang_code.toLowerCase())) {
@@ -77,15 +88,14 @@ async function synthesisRequest(fields: SpeechFields, model: TtsModel, { config 
       param: 'lang_code',
     });
   }
-  const instructions = fields.instructions ?? fields.instruct;
-  if (instructions && !capabilities.instructions) {
-    throw new ApiError('invalid_request', `model ${model.id} does not take style instructions`, { param: fields.instructions ? 'instructions' : 'instruct' });
-  }
   if ((fields.ref_audio || fields.ref_text) && !capabilities.cloning) {
     throw new ApiError('invalid_request', `model ${model.id} cannot clone a voice from ref_audio`, { param: fields.ref_audio ? 'ref_audio' : 'ref_text' });
   }
   const request: Omit<SynthesisRequest, 'text'> = { voice: resolveVoice(model, fields.voice), speed: fields.speed, language: fields.lang_code.toLowerCase() };
-  if (instructions) request.instructions = instructions;
+  const ignored: string[] = [];
+  const instructions = fields.instructions ?? fields.instruct;
+  if (instructions && capabilities.instructions) request.instructions = instructions;
+  else if (instructions) ignored.push(fields.instructions ? 'instructions' : 'instruct');
   // sampling settings reach only engines that sample; the others ignore them (documented per engine)
   if (capabilities.sampling && fields.temperature != null) request.temperature = fields.temperature;
   if (capabilities.sampling && fields.max_tokens != null) request.maxTokens = fields.max_tokens;
@@ -95,15 +105,16 @@ async function synthesisRequest(fields: SpeechFields, model: TtsModel, { config 
       sampleRate: model.sampleRate,
       roots: config.modelsDirs,
       maxSeconds: config.maxAudioSeconds,
+      maxBytes: config.maxUploadMb * 1024 * 1024,
       signal,
     });
     request.reference = fields.ref_text ? { samples, text: fields.ref_text } : { samples };
   }
-  return request;
+  return { request, ignored };
 }
 
 async function speak(req: HttpRequest, reply: HttpReply, context: RouteContext, synthesizer: Synthesizer): Promise<void> {
-  const { config, registry } = context;
+  const { config, registry, logger } = context;
   const fields = await req.json(speechSchema, config.maxJsonKb * 1024);
   const pieces = splitSentences(fields.input);
   if (pieces.length === 0) throw new ApiError('invalid_request', 'input is empty: there is no text to speak', { param: 'input' });
@@ -116,10 +127,17 @@ async function speak(req: HttpRequest, reply: HttpReply, context: RouteContext, 
   const lease = await registry.acquire<TtsModel>(fields.model, 'tts');
   try {
     const model = lease.model;
-    const base = await synthesisRequest(fields, model, context, req.signal);
+    const { request: base, ignored } = await synthesisRequest(fields, model, context, req.signal);
     const requests = pieces.map((text) => ({ ...base, text }));
     const format = fields.response_format;
-    const headers = { 'content-type': contentTypeOf(format), 'content-disposition': `attachment; filename=speech.${fileExtensionOf(format)}` };
+    const headers: Record<string, string> = {
+      'content-type': contentTypeOf(format),
+      'content-disposition': `attachment; filename=speech.${fileExtensionOf(format)}`,
+    };
+    if (ignored.length > 0) {
+      headers['x-voxd-ignored'] = ignored.join(', ');
+      logger.info({ reqId: req.id, model: model.id, ignored }, `model ${model.id} cannot honour ${ignored.join(', ')}; speaking without`);
+    }
 
     if (fields.stream || fields.stream_format === 'sse') {
       await streamSpeech(reply, {
@@ -136,7 +154,7 @@ async function speak(req: HttpRequest, reply: HttpReply, context: RouteContext, 
       });
       return;
     }
-    const audio = await Promise.all(requests.map((request) => synthesizer.synthesize(model, request, { signal: req.signal })));
+    const audio = await synthesizer.speak(model, requests, { signal: req.signal });
     const body = await encodeAudio(concatSamples(audio), { format, sampleRate: model.sampleRate });
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);
     reply.send(body);
@@ -169,7 +187,13 @@ interface StreamJob {
 async function streamSpeech(reply: HttpReply, job: StreamJob): Promise<void> {
   const { model, format, sse, synthesizer, signal } = job;
   const encoder = createEncoder({ format, sampleRate: model.sampleRate, streaming: true });
-  reply.startStream(200, sse ? { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } : { ...job.headers, 'cache-control': 'no-cache' });
+  const ignored = job.headers['x-voxd-ignored'];
+  reply.startStream(
+    200,
+    sse
+      ? { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...(ignored ? { 'x-voxd-ignored': ignored } : {}) }
+      : { ...job.headers, 'cache-control': 'no-cache' },
+  );
   const send = async (bytes: Buffer): Promise<void> => {
     if (bytes.length === 0) return;
     await reply.write(sse ? `data: ${JSON.stringify({ type: 'speech.audio.delta', audio: bytes.toString('base64') })}\n\n` : bytes);
@@ -189,17 +213,17 @@ async function streamSpeech(reply: HttpReply, job: StreamJob): Promise<void> {
   };
   try {
     const chunkSamples = Math.max(1, Math.round(job.interval * model.sampleRate));
-    for (const [i, request] of job.requests.entries()) {
-      await synthesizer.synthesize(model, request, {
-        signal,
-        onAudio: (samples) => {
-          pending.push(samples);
-          pendingSamples += samples.length;
-          if (pendingSamples >= chunkSamples) void flush();
-        },
-      });
-      if (i === 0) void flush();
-    }
+    await synthesizer.speak(model, job.requests, {
+      signal,
+      onAudio: (samples) => {
+        pending.push(samples);
+        pendingSamples += samples.length;
+        if (pendingSamples >= chunkSamples) void flush();
+      },
+      onPieceEnd: (index) => {
+        if (index === 0) void flush();
+      },
+    });
     await flush();
     await send(await encoder.end());
     if (sse) {

@@ -74,18 +74,23 @@ async function transcribe(
   const releases: (() => void)[] = [() => lease.release()];
   try {
     const model = lease.model;
-    if (task === 'translate' && !model.capabilities.translate) {
-      throw new ApiError('invalid_request', `model ${fields.model} cannot translate`, { param: 'model' });
+    // translating means "into English": an English-only model has nothing to translate English audio from, so it
+    // transcribes; only audio declared to be in another language is more than it can do
+    const englishOnly = model.capabilities.languages?.length === 1 && model.capabilities.languages[0] === 'en';
+    const translate = task === 'translate' && !(englishOnly && (language === null || language === 'en'));
+    if (translate && !model.capabilities.translate) {
+      const reason = englishOnly ? `: it hears English only, and the audio is declared to be '${fields.language}'` : '';
+      throw new ApiError('invalid_request', `model ${fields.model} cannot translate${reason}`, { param: englishOnly ? 'language' : 'model' });
     }
     const audio = await decodeAudio(file.data, { sampleRate: model.sampleRate, maxSeconds: config.maxAudioSeconds, signal: req.signal });
     const granularities = fields.timestamp_granularities ?? [];
     const options: TranscribeOptions = {
-      language: task === 'translate' ? null : language,
+      language: translate ? null : language,
       prompt: [fields.context, fields.prompt].filter(Boolean).join(' ') || null,
       temperature: fields.temperature,
       maxTokens: fields.max_tokens,
       wordTimestamps: granularities.includes('word'),
-      translate: task === 'translate',
+      translate,
       signal: req.signal,
     };
     const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await registry.acquire<VadModel>(config.vadModel, 'vad') : null;

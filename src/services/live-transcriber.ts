@@ -44,8 +44,6 @@ export interface CompletedTurn {
   seconds: number;
   startMs: number;
   endMs: number;
-  /** Ended by `flush()` (the stream stopped) rather than by silence or a commit: it may stop mid-sentence. */
-  cut: boolean;
 }
 
 /** What a turn reports, in this order: opened, deltas, stopped (server_vad), committed, deltas, completed. */
@@ -173,13 +171,13 @@ export class LiveTranscriber {
   async commit(): Promise<void> {
     if (!this.turn || this.turn.samples === 0)
       throw new LiveError('input_audio_buffer_commit_empty', 'the input audio buffer is empty: append audio before committing');
-    await this.endTurn(await this.engine(), false);
+    await this.endTurn(await this.engine());
   }
 
   /** The stream stops: a turn in progress ends where the audio does. Resolves false when none was open. */
   async flush(): Promise<boolean> {
     if (!this.turn) return false;
-    await this.endTurn(await this.engine(), true);
+    await this.endTurn(await this.engine());
     return true;
   }
 
@@ -214,7 +212,7 @@ export class LiveTranscriber {
   }
 
   /** What is left of the turn's audio to the engine, then committed, the rest of the text, and completed. */
-  private async endTurn(engine: Engine, cut: boolean): Promise<void> {
+  private async endTurn(engine: Engine): Promise<void> {
     if (this.current.turnDetection) {
       await this.feed(engine, this.history.subarray(this.fedUntil - this.historyStart));
       this.fedUntil = this.historyStart + this.history.length;
@@ -226,10 +224,10 @@ export class LiveTranscriber {
       this.listener.committed();
       await this.feed(engine, tail);
     }
-    await this.completeTurn(engine, this.clockMs(engine.model), cut);
+    await this.completeTurn(engine, this.clockMs(engine.model));
   }
 
-  private async completeTurn(engine: Engine, endMs: number, cut: boolean): Promise<void> {
+  private async completeTurn(engine: Engine, endMs: number): Promise<void> {
     const turn = this.turn as Turn;
     const { delta } = await this.run(engine.model, (signal) => engine.session.finish(signal));
     this.delta(delta);
@@ -239,7 +237,6 @@ export class LiveTranscriber {
       seconds: Math.round((turn.samples / engine.model.sampleRate) * 1000) / 1000,
       startMs: turn.startMs,
       endMs,
-      cut,
     });
   }
 
@@ -286,7 +283,7 @@ export class LiveTranscriber {
       this.speaking = false;
       this.listener.stopped(audioEndMs);
       this.listener.committed();
-      await this.completeTurn(engine, audioEndMs, false);
+      await this.completeTurn(engine, audioEndMs);
     }
     if (this.speaking) {
       await this.feed(engine, this.history.subarray(this.fedUntil - this.historyStart));

@@ -1,8 +1,13 @@
 /**
  * Per-model work queues in front of the native thread pool. Each model runs at most `concurrency` jobs at a
- * time (each job is one or more native calls on libuv workers); the rest wait in a FIFO bounded by `maxQueue`,
- * past which callers get 503 with a Retry-After estimate. A job whose client goes away while it waits is
- * dropped without running; a running job sees the same AbortSignal and cancels its native work.
+ * time (each job is one or more native calls on libuv workers); the rest wait.
+ *
+ * Admission is per request, not per job: `admit` takes a request in whole (all the jobs it will run) or refuses it
+ * whole with 503 and a Retry-After estimate, before any of its work is queued. A model holds at most its running
+ * capacity plus `maxQueue` admitted requests. Waiting jobs are served round-robin across requests, so a request
+ * of a hundred sentences does not make a one-sentence request behind it wait for all of them. A job whose client
+ * goes away while it waits is dropped without running; a running job sees the same AbortSignal and cancels its
+ * native work.
  *
  * Fixed-window batching (`runBatched`): items queued while the model's slots are busy are grouped when a slot
  * frees: the head item takes every waiting item with the same batch key along, up to the batch's size, and one
@@ -39,11 +44,21 @@ interface Entry {
   batch?: BatchSpec<unknown, unknown>;
 }
 
+/** The waiting jobs of one admitted request. */
+interface Lane {
+  entries: Entry[];
+}
+
 interface ModelQueue {
   running: number;
   /** Jobs that may run at once (the server's --model-concurrency, or less for the model). */
   limit: number;
-  waiting: Entry[];
+  /** Lanes with waiting jobs, in the order they are served (round-robin). */
+  lanes: Lane[];
+  /** Requests admitted and not yet released (what --max-queue bounds). */
+  admitted: number;
+  /** Admissions not yet released, exempt ones included: the queue lives while any exists. */
+  holders: number;
   /** Moving average of job run time, for Retry-After. */
   avgRunMs: number;
 }
@@ -55,13 +70,20 @@ export class AbortedError extends Error {
   }
 }
 
+/** One admitted request of a model: its jobs never meet a full queue. Release it once the request is over. */
+export interface Admission {
+  run<T>(job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T>;
+  runBatched<I, R>(item: I, batch: BatchSpec<I, R>, signal?: AbortSignal): Promise<R>;
+  release(): void;
+}
+
 export class Scheduler {
   private readonly queues = new Map<string, ModelQueue>();
   private idleWaiters: (() => void)[] = [];
 
   constructor(private readonly options: SchedulerOptions) {
     options.metrics.add(
-      new Gauge('voxd_queue_depth', 'Jobs waiting per model', () => [...this.queues].map(([model, q]) => ({ labels: { model }, value: q.waiting.length }))),
+      new Gauge('voxd_queue_depth', 'Jobs waiting per model', () => [...this.queues].map(([model, q]) => ({ labels: { model }, value: waitingJobs(q) }))),
     );
     options.metrics.add(
       new Gauge('voxd_jobs_running', 'Jobs running per model', () => [...this.queues].map(([model, q]) => ({ labels: { model }, value: q.running }))),
@@ -69,22 +91,55 @@ export class Scheduler {
   }
 
   /**
-   * Runs `job` for `model` when a slot is free. `modelConcurrency` lowers the server's per-model limit for engines
-   * that use every core in one job. Rejects with 503 when the queue is full.
+   * Admits one request of `model`, or throws 503 `queue_full` when the model already holds its running capacity
+   * plus --max-queue requests. `modelConcurrency` lowers the server's per-model limit for engines that use every
+   * core in one job. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
+   * never refused and not counted.
    */
-  run<T>(model: string, job: (signal: AbortSignal) => Promise<T>, signal: AbortSignal = new AbortController().signal, modelConcurrency?: number): Promise<T> {
-    return this.enqueue(model, { job: job as Entry['job'] }, signal, modelConcurrency) as Promise<T>;
+  admit(model: string, modelConcurrency?: number, { exempt = false } = {}): Admission {
+    const queue = this.queueOf(model, modelConcurrency);
+    if (!exempt && queue.admitted >= queue.limit + this.options.maxQueue) {
+      if (queue.holders === 0 && queue.running === 0) this.queues.delete(model);
+      this.options.metrics.rejected.inc({ model });
+      const waitingRequests = queue.admitted - queue.limit + 1;
+      const retryAfter = Math.max(1, Math.ceil((queue.avgRunMs * waitingRequests) / queue.limit / 1000));
+      throw new ApiError('queue_full', `the queue for model ${model} is full (${this.options.maxQueue} requests waiting); retry later`, {
+        headers: { 'Retry-After': String(retryAfter) },
+      });
+    }
+    if (!exempt) queue.admitted += 1;
+    queue.holders += 1;
+    const lane: Lane = { entries: [] };
+    let released = false;
+    return {
+      run: (job, signal = new AbortController().signal) => this.enqueue(model, queue, lane, { job: job as Entry['job'] }, signal) as Promise<never>,
+      runBatched: (item, batch, signal = new AbortController().signal) =>
+        this.enqueue(model, queue, lane, { item, batch: batch as BatchSpec<unknown, unknown> }, signal) as Promise<never>,
+      release: () => {
+        if (released) return;
+        released = true;
+        if (!exempt) queue.admitted -= 1;
+        queue.holders -= 1;
+        this.pump(model, queue);
+      },
+    };
   }
 
-  /** Runs `item` in a batch with the compatible items waiting beside it (fixed-window batching); see `BatchSpec`. */
-  runBatched<I, R>(model: string, item: I, batch: BatchSpec<I, R>, signal: AbortSignal = new AbortController().signal, modelConcurrency?: number): Promise<R> {
-    return this.enqueue(model, { item, batch: batch as BatchSpec<unknown, unknown> }, signal, modelConcurrency) as Promise<R>;
+  /** Runs `job` for `model` as a request of its own when a slot is free; see `admit`. */
+  async run<T>(model: string, job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal, modelConcurrency?: number): Promise<T> {
+    if (signal?.aborted) throw new AbortedError();
+    const admission = this.admit(model, modelConcurrency);
+    try {
+      return await admission.run(job, signal);
+    } finally {
+      admission.release();
+    }
   }
 
   /** Jobs running or waiting, across all models. */
   get pending(): number {
     let n = 0;
-    for (const q of this.queues.values()) n += q.running + q.waiting.length;
+    for (const q of this.queues.values()) n += q.running + waitingJobs(q);
     return n;
   }
 
@@ -94,19 +149,8 @@ export class Scheduler {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(model: string, work: Pick<Entry, 'job' | 'item' | 'batch'>, signal: AbortSignal, modelConcurrency?: number): Promise<unknown> {
+  private enqueue(model: string, queue: ModelQueue, lane: Lane, work: Pick<Entry, 'job' | 'item' | 'batch'>, signal: AbortSignal): Promise<unknown> {
     if (signal.aborted) return Promise.reject(new AbortedError());
-    const queue = this.queueOf(model);
-    queue.limit = Math.max(1, Math.min(this.options.concurrency, modelConcurrency ?? this.options.concurrency));
-    if (queue.running >= queue.limit && queue.waiting.length >= this.options.maxQueue) {
-      this.options.metrics.rejected.inc({ model });
-      const retryAfter = Math.max(1, Math.ceil((queue.avgRunMs * (queue.waiting.length + 1)) / queue.limit / 1000));
-      return Promise.reject(
-        new ApiError('queue_full', `the queue for model ${model} is full (${this.options.maxQueue} waiting); retry later`, {
-          headers: { 'Retry-After': String(retryAfter) },
-        }),
-      );
-    }
     return new Promise((resolve, reject) => {
       const entry: Entry = {
         ...work,
@@ -115,48 +159,57 @@ export class Scheduler {
         resolve,
         reject,
         onAbort: () => {
-          const i = queue.waiting.indexOf(entry);
+          const i = lane.entries.indexOf(entry);
           if (i < 0) return;
-          queue.waiting.splice(i, 1);
+          lane.entries.splice(i, 1);
+          if (lane.entries.length === 0) queue.lanes.splice(queue.lanes.indexOf(lane), 1);
           this.options.metrics.jobs.inc({ model, outcome: 'cancelled' });
           reject(new AbortedError());
           this.pump(model, queue);
         },
       };
       signal.addEventListener('abort', entry.onAbort, { once: true });
-      queue.waiting.push(entry);
+      if (lane.entries.length === 0) queue.lanes.push(lane);
+      lane.entries.push(entry);
       this.pump(model, queue);
     });
   }
 
-  private queueOf(model: string): ModelQueue {
+  private queueOf(model: string, modelConcurrency: number | undefined): ModelQueue {
     let queue = this.queues.get(model);
     if (!queue) {
-      queue = { running: 0, limit: this.options.concurrency, waiting: [], avgRunMs: 0 };
+      queue = { running: 0, limit: this.options.concurrency, lanes: [], admitted: 0, holders: 0, avgRunMs: 0 };
       this.queues.set(model, queue);
     }
+    queue.limit = Math.max(1, Math.min(this.options.concurrency, modelConcurrency ?? this.options.concurrency));
     return queue;
   }
 
   private pump(model: string, queue: ModelQueue): void {
-    while (queue.running < queue.limit && queue.waiting.length > 0) {
-      const head = queue.waiting.shift() as Entry;
-      this.start(model, queue, head.batch ? [head, ...this.takeCompanions(queue, head.batch)] : [head]);
+    while (queue.running < queue.limit && queue.lanes.length > 0) {
+      const lane = queue.lanes[0] as Lane;
+      const head = lane.entries.shift() as Entry;
+      const companions = head.batch ? this.takeCompanions(queue, head.batch) : [];
+      // the lane goes to the back: the next slot serves another request's job first
+      queue.lanes = [...queue.lanes.filter((l) => l !== lane && l.entries.length > 0), ...(lane.entries.length > 0 ? [lane] : [])];
+      this.start(model, queue, [head, ...companions]);
     }
-    if (queue.running === 0 && queue.waiting.length === 0) this.queues.delete(model);
+    if (queue.running === 0 && queue.lanes.length === 0 && queue.holders === 0) this.queues.delete(model);
     this.notifyIfIdle();
   }
 
-  /** Removes and returns the waiting items that may share the head's batch. */
+  /** Removes and returns the waiting items, of any request, that may share the head's batch. */
   private takeCompanions(queue: ModelQueue, batch: BatchSpec<unknown, unknown>): Entry[] {
     const taken: Entry[] = [];
-    for (let i = 0; i < queue.waiting.length && taken.length + 1 < batch.maxSize;) {
-      const entry = queue.waiting[i] as Entry;
-      if (entry.batch?.key === batch.key) {
-        queue.waiting.splice(i, 1);
-        taken.push(entry);
-      } else {
-        i++;
+    for (const lane of queue.lanes) {
+      for (let i = 0; i < lane.entries.length && taken.length + 1 < batch.maxSize; ) {
+        const entry = lane.entries[i] as Entry;
+        if (entry.batch?.key === batch.key) {
+          lane.entries.splice(i, 1);
+          taken.push(entry);
+        } else {
+          i++;
+        }
       }
     }
     return taken;
@@ -212,6 +265,10 @@ export class Scheduler {
     this.idleWaiters = [];
     waiters.forEach((w) => w());
   }
+}
+
+function waitingJobs(queue: ModelQueue): number {
+  return queue.lanes.reduce((sum, lane) => sum + lane.entries.length, 0);
 }
 
 /** A batch's signal: it fires once every member's client has gone (one leaving must not cancel the others). */

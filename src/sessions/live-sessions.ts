@@ -178,6 +178,11 @@ export abstract class LiveSocketSession {
     this.report(new LiveError('session_backlog_full', `${waiting} MiB of messages wait for the engine; this one was dropped. Send audio at real-time pace`));
   }
 
+  /** A message larger than the endpoint takes (`limitBytes`) was dropped unread: the client hears why, the session goes on. */
+  refuseOversized(bytes: number, limitBytes: number): void {
+    this.report(new LiveError('message_too_large', `a message may be at most ${limitBytes} bytes; this one had ${bytes} and was dropped`));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -23,6 +23,8 @@ import { LiveSocketSession, type LiveSessions } from './live-sessions.js';
 /** The rate of `audio/pcm` input when the client declares none (the vendor's). */
 export const DEFAULT_INPUT_RATE = 24000;
 
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
 /** The vendor's limit for the audio of one append. */
 export const MAX_APPEND_BYTES = 15 * 1024 * 1024;
 
@@ -188,7 +190,11 @@ export class RealtimeSession extends LiveSocketSession {
 
   private async append(event: ClientEvent): Promise<void> {
     if (typeof event.audio !== 'string') throw new LiveError('invalid_request_error', 'input_audio_buffer.append needs audio: base64 PCM16', 'audio');
+    // Node's decoder skips what is not base64; audio the client thinks it sent must not vanish unnoticed
+    if (event.audio.length % 4 !== 0 || !BASE64.test(event.audio)) throw new LiveError('invalid_value', 'audio is not valid base64', 'audio');
     const audio = Buffer.from(event.audio, 'base64');
+    if (audio.length % 2 !== 0)
+      throw new LiveError('invalid_value', `audio has ${audio.length} bytes: PCM16 takes two bytes a sample, so an append has an even number`, 'audio');
     if (audio.length > MAX_APPEND_BYTES)
       throw new LiveError('input_audio_buffer_append_too_large', `one append may carry at most 15 MiB of audio; this one has ${audio.length} bytes`, 'audio');
     await this.transcriber.append(audio);

@@ -42,6 +42,8 @@ export class VadTranscriptionSession extends LiveSocketSession {
   private language: string | null = null;
   /** The model serving the session (named in `ready`). */
   private model: string | null = null;
+  /** The first byte of a sample split between two frames. */
+  private oddByte: Buffer | null = null;
   constructor(
     connection: WsConnection,
     private readonly context: VadTranscriptionContext,
@@ -61,7 +63,7 @@ export class VadTranscriptionSession extends LiveSocketSession {
     if (this.closed || this.phase === 'stopping') return;
     if (isBinary) {
       if (this.phase === 'configuring') await this.configure({});
-      return (this.transcriber as LiveTranscriber).append(data as Buffer);
+      return (this.transcriber as LiveTranscriber).append(this.wholeSamples(data as Buffer));
     }
     let message: unknown;
     try {
@@ -72,6 +74,17 @@ export class VadTranscriptionSession extends LiveSocketSession {
     if (typeof message === 'object' && message !== null && (message as { action?: unknown }).action === 'stop') return this.stop();
     if (this.phase === 'configuring') return this.configure(message);
     throw new LiveError('invalid_request_error', 'send audio as binary PCM16 frames, or {"action":"stop"} to finish; the configuration is set once, first');
+  }
+
+  /**
+   * The frame's whole PCM16 samples: a client that cuts its stream into frames anywhere (a pipe read) may split a
+   * sample between two frames, so an odd byte waits for the next frame instead of being dropped.
+   */
+  private wholeSamples(frame: Buffer): Buffer {
+    const bytes = this.oddByte ? Buffer.concat([this.oddByte, frame]) : frame;
+    const whole = bytes.length - (bytes.length % 2);
+    this.oddByte = whole < bytes.length ? bytes.subarray(whole) : null;
+    return bytes.subarray(0, whole);
   }
 
   private async configure(message: unknown): Promise<void> {
@@ -113,7 +126,8 @@ export class VadTranscriptionSession extends LiveSocketSession {
       text,
       segments: [{ id: 0, start: turn.startMs / 1000, end: turn.endMs / 1000, text }],
       language: this.language,
-      is_partial: turn.cut,
+      // every complete is final, the one flushed by a stop too: clients that keep finals must not drop it
+      is_partial: false,
     });
   }
 

@@ -30,16 +30,21 @@ export function readWavMono(file: string): { sampleRate: number; samples: Float3
 
 /** A 16-bit mono PCM WAV; `dataSize` overrides the data chunk's declared size. */
 export function wavBytes(samples: Float32Array, sampleRate: number, dataSize?: number): Buffer {
+  return interleavedWavBytes(samples, 1, sampleRate, dataSize);
+}
+
+/** A 16-bit PCM WAV of `channels` interleaved channels (no channel layout: WAVE_FORMAT_PCM). */
+export function interleavedWavBytes(samples: Float32Array, channels: number, sampleRate: number, dataSize?: number): Buffer {
   const header = Buffer.alloc(44);
   header.write('RIFF', 0, 'ascii');
   header.writeUInt32LE(dataSize === undefined ? 36 + samples.length * 2 : 0xffffffff, 4);
   header.write('WAVEfmt ', 8, 'ascii');
   header.writeUInt32LE(16, 16);
   header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22);
+  header.writeUInt16LE(channels, 22);
   header.writeUInt32LE(sampleRate, 24);
-  header.writeUInt32LE(sampleRate * 2, 28);
-  header.writeUInt16LE(2, 32);
+  header.writeUInt32LE(sampleRate * 2 * channels, 28);
+  header.writeUInt16LE(2 * channels, 32);
   header.writeUInt16LE(16, 34);
   header.write('data', 36, 'ascii');
   header.writeUInt32LE(dataSize ?? samples.length * 2, 40);

@@ -6,11 +6,13 @@
  *    (same settings) into one call by the scheduler;
  *  - serial: one request per scheduler job, audio streamed out as the engine produces it.
  * Streaming requests always take the serial path: only it hands out audio before a request finishes.
+ *
+ * A client's request is admitted whole: its pieces (sentences) count as one request in the model's queue, or it
+ * is refused whole with 503 before any piece is queued; when one piece fails, the others are cancelled.
  */
-import { ApiError } from '../../http/errors.js';
 import type { SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel } from '../../engines/types.js';
 import type { Metrics } from '../metrics.js';
-import { AbortedError, type Scheduler } from '../scheduler.js';
+import { AbortedError, type Admission, type Scheduler } from '../scheduler.js';
 
 export type SynthesisPath = 'continuous' | 'fixed-window' | 'serial';
 
@@ -19,8 +21,11 @@ export interface SynthesizerOptions {
   metrics: Metrics;
   /** Requests per batch (fixed window) or per session (continuous): --tts-max-batch-size. */
   maxBatchSize: number;
-  /** Requests that may wait to join a batch session before new ones get 503: --max-queue. */
-  maxQueue: number;
+}
+
+export interface SpeakOptions extends SynthesisOptions {
+  /** Called when piece `index` has been spoken in full (streaming: its audio all went to `onAudio`). */
+  onPieceEnd?: (index: number) => void;
 }
 
 export class Synthesizer {
@@ -35,23 +40,56 @@ export class Synthesizer {
     return 'serial';
   }
 
-  /** Speaks one request; `onAudio` (streaming) gets audio as it is produced. */
-  synthesize(model: TtsModel, request: SynthesisRequest, { signal, onAudio }: SynthesisOptions = {}): Promise<Float32Array> {
-    const { scheduler, maxBatchSize } = this.options;
+  /**
+   * Speaks the pieces of one client request: with `onAudio` (streaming) one after another, each piece's audio as
+   * it is produced; otherwise all at once through the model's path. Resolves with each piece's samples, in order.
+   * Throws 503 `queue_full` before any work when the model's queue holds no room for another request.
+   */
+  async speak(model: TtsModel, pieces: SynthesisRequest[], { signal, onAudio, onPieceEnd }: SpeakOptions = {}): Promise<Float32Array[]> {
+    if (signal?.aborted) throw new AbortedError();
+    const admission = this.options.scheduler.admit(model.id, model.concurrency);
+    // one failed piece ends the request: the pieces still waiting must not run for nobody
+    const failed = new AbortController();
+    const speakPiece = async (request: SynthesisRequest, index: number): Promise<Float32Array> => {
+      // a signal per piece: engines add a listener to the signal they get, and a request's would pile them up
+      const pieceSignal = signal ? AbortSignal.any([signal, failed.signal]) : failed.signal;
+      try {
+        const samples = await this.synthesize(admission, model, request, { signal: pieceSignal, ...(onAudio ? { onAudio } : {}) });
+        onPieceEnd?.(index);
+        return samples;
+      } catch (error) {
+        failed.abort();
+        throw error;
+      }
+    };
+    try {
+      if (onAudio) {
+        const spoken: Float32Array[] = [];
+        for (const [index, request] of pieces.entries()) spoken.push(await speakPiece(request, index));
+        return spoken;
+      }
+      const settled = await Promise.allSettled(pieces.map(speakPiece));
+      // the first real failure, not the cancellations it caused
+      const failure = settled.find((s) => s.status === 'rejected' && !(s.reason instanceof AbortedError)) ?? settled.find((s) => s.status === 'rejected');
+      if (failure) throw (failure as PromiseRejectedResult).reason;
+      return settled.map((s) => (s as PromiseFulfilledResult<Float32Array>).value);
+    } finally {
+      admission.release();
+    }
+  }
+
+  /** Speaks one piece by its path, under the request's admission. */
+  private synthesize(admission: Admission, model: TtsModel, request: SynthesisRequest, { signal, onAudio }: SynthesisOptions): Promise<Float32Array> {
+    const { maxBatchSize } = this.options;
     switch (this.pathFor(model, request, onAudio !== undefined)) {
       case 'continuous':
         return this.sessionOf(model).submit(request, signal);
       case 'fixed-window': {
         const batchCall = (model.synthesizeBatch as NonNullable<TtsModel['synthesizeBatch']>).bind(model);
-        return scheduler.runBatched(model.id, request, { key: settingsKey(request), maxSize: maxBatchSize, run: batchCall }, signal, model.concurrency);
+        return admission.runBatched(request, { key: settingsKey(request), maxSize: maxBatchSize, run: batchCall }, signal);
       }
       case 'serial':
-        return scheduler.run(
-          model.id,
-          (jobSignal) => model.synthesize(request, { signal: jobSignal, ...(onAudio ? { onAudio } : {}) }),
-          signal,
-          model.concurrency,
-        );
+        return admission.run((jobSignal) => model.synthesize(request, { signal: jobSignal, ...(onAudio ? { onAudio } : {}) }), signal);
     }
   }
 
@@ -96,16 +134,9 @@ class ContinuousBatch {
     private readonly options: SynthesizerOptions,
   ) {}
 
+  /** Adds a piece of an admitted request (the request's admission bounds how many wait). */
   submit(request: SynthesisRequest, signal: AbortSignal | undefined): Promise<Float32Array> {
     if (signal?.aborted) return Promise.reject(new AbortedError());
-    if (this.waiting.length >= this.options.maxQueue) {
-      this.options.metrics.rejected.inc({ model: this.model.id });
-      return Promise.reject(
-        new ApiError('queue_full', `the batch queue for model ${this.model.id} is full (${this.options.maxQueue} waiting); retry later`, {
-          headers: { 'Retry-After': '1' },
-        }),
-      );
-    }
     return new Promise((resolve, reject) => {
       const member: Member = { request, signal, enqueuedAt: performance.now(), slot: null, resolve, reject };
       signal?.addEventListener('abort', () => this.cancel(member), { once: true });
@@ -125,14 +156,17 @@ class ContinuousBatch {
   private ensureRunning(): void {
     if (this.running) return;
     this.running = true;
-    // the loop holds one of the model's scheduler slots, so other work on the model queues behind it
-    this.options.scheduler
-      .run(this.model.id, () => this.loop(), undefined, this.model.concurrency)
+    // the loop holds one of the model's scheduler slots, so other work on the model queues behind it; it serves
+    // requests already admitted, so it is never refused
+    const admission = this.options.scheduler.admit(this.model.id, this.model.concurrency, { exempt: true });
+    admission
+      .run(() => this.loop())
       .catch((error: unknown) => {
         for (const member of [...this.active.values(), ...this.waiting.splice(0)]) member.reject(error);
         this.active.clear();
       })
       .finally(() => {
+        admission.release();
         this.running = false;
         if (this.waiting.length > 0) this.ensureRunning();
       });

@@ -1,0 +1,232 @@
+/**
+ * What a hostile or unlucky client does to a running voxd, each as a probe that returns what it saw: the
+ * regression tests of test/robustness.test.ts assert on these, and bench/hostile.ts prints them against a server
+ * of its own.
+ */
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import WebSocket from 'ws';
+
+export interface Reply {
+  status: number;
+  /** The error envelope's code, when there is one. */
+  code: string | null;
+  headers: Headers;
+  bytes: number;
+  ms: number;
+}
+
+/** POSTs `body` as JSON and reads the whole answer. */
+export async function postJson(base: string, route: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  const started = performance.now();
+  const response = await fetch(base + route, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const data = Buffer.from(await response.arrayBuffer());
+  return { status: response.status, code: envelopeCode(data), headers: response.headers, bytes: data.length, ms: performance.now() - started };
+}
+
+export function envelopeCode(data: Buffer): string | null {
+  try {
+    return (JSON.parse(data.toString('utf8')) as { error?: { code?: string } }).error?.code ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export async function healthy(base: string): Promise<boolean> {
+  return fetch(`${base}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
+    (r) => r.ok,
+    () => false,
+  );
+}
+
+/** Writes `request` on a fresh connection and returns every byte the server sent until it closed (or `ms` passed). */
+export async function rawExchange(base: string, request: string | Buffer, ms = 3000): Promise<{ text: string; closed: boolean }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(request));
+    let text = '';
+    const finish = (closed: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ text, closed });
+    };
+    const timer = setTimeout(() => finish(false), ms);
+    socket.on('data', (chunk) => (text += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => finish(true));
+  });
+}
+
+/** The status lines of every response in a raw exchange. */
+export function statusLines(text: string): string[] {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3})[^\r\n]*/g)].map((m) => m[1] as string);
+}
+
+/**
+ * A request whose Content-Length headers disagree, with a second request behind the shorter body: the server must
+ * answer 400 (or drop the connection) and never serve the hidden request.
+ */
+export async function conflictingContentLength(base: string): Promise<{ statuses: string[]; closed: boolean }> {
+  const body = '{"model_name":"x"}';
+  const hidden = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+  const request =
+    `POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${body.length}\r\nContent-Length: ${body.length + hidden.length}\r\n\r\n${body}${hidden}`;
+  const { text, closed } = await rawExchange(base, request);
+  return { statuses: statusLines(text), closed };
+}
+
+/**
+ * Streams an upload whose headers declare `megabytes` MiB (or that is sent chunked) to a route with a smaller
+ * limit, as fast as the socket takes it: the client must read the 413, not a reset.
+ */
+export async function oversizedUpload(base: string, megabytes: number, declareLength: boolean): Promise<string> {
+  const { hostname, port } = new URL(base);
+  const size = megabytes * 1024 * 1024;
+  const piece = Buffer.alloc(256 * 1024, 0x41);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), hostname);
+    let answer = '';
+    let settled = false;
+    const finish = (outcome: string): void => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      resolve(outcome);
+    };
+    socket.on('data', (chunk) => {
+      answer += chunk.toString('latin1');
+      if (/\r\n\r\n[\s\S]*\}\}/.test(answer)) finish(statusLines(answer)[0] ?? 'garbled');
+    });
+    socket.on('error', (error: NodeJS.ErrnoException) => finish(answer ? (statusLines(answer)[0] ?? 'garbled') : `reset (${error.code})`));
+    socket.on('close', () => finish(answer ? (statusLines(answer)[0] ?? 'garbled') : 'closed without an answer'));
+    socket.write(
+      'POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n' +
+        (declareLength ? `Content-Length: ${size}\r\n\r\n` : 'Transfer-Encoding: chunked\r\n\r\n'),
+    );
+    const fileHead = '--b\r\nContent-Disposition: form-data; name="file"; filename="big.wav"\r\n\r\n';
+    socket.write(declareLength ? fileHead : `${fileHead.length.toString(16)}\r\n${fileHead}\r\n`);
+    let sent = fileHead.length;
+    const pump = (): void => {
+      while (sent < size && !settled) {
+        sent += piece.length;
+        const framed = declareLength ? piece : Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')]);
+        if (!socket.write(framed)) return void socket.once('drain', pump);
+      }
+    };
+    pump();
+    setTimeout(() => finish('no answer within 20 s'), 20_000).unref();
+  });
+}
+
+/**
+ * A streamed speech response whose client stops reading for `pauseSeconds` after the first bytes (an audio player
+ * on pause), then reads on: the body it gets, and whether it was whole (the chunked body's last chunk arrived).
+ */
+export async function pausedSpeechStream(base: string, input: string, pauseSeconds: number): Promise<{ body: Buffer; whole: boolean; ms: number }> {
+  const { hostname, port } = new URL(base);
+  const json = JSON.stringify({ model: 'tts-1', input, response_format: 'wav', stream: true });
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), hostname);
+    const received: Buffer[] = [];
+    let paused = false;
+    const finish = (): void => {
+      const raw = Buffer.concat(received);
+      const { body, whole } = dechunk(raw.subarray(raw.indexOf('\r\n\r\n') + 4));
+      socket.destroy();
+      resolve({ body, whole, ms: performance.now() - started });
+    };
+    socket.on('data', (chunk) => {
+      received.push(chunk);
+      if (!paused) {
+        paused = true;
+        socket.pause();
+        setTimeout(() => socket.resume(), pauseSeconds * 1000);
+      }
+      if (chunk.subarray(-5).toString('latin1') === '0\r\n\r\n') finish();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', finish);
+    socket.write(`POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+  });
+}
+
+/** The payload of a chunked transfer coding, and whether its terminating chunk came. */
+function dechunk(raw: Buffer): { body: Buffer; whole: boolean } {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const lineEnd = raw.indexOf('\r\n', at);
+    if (lineEnd < 0) return { body: Buffer.concat(parts), whole: false };
+    const size = Number.parseInt(raw.toString('latin1', at, lineEnd), 16);
+    if (!Number.isFinite(size)) return { body: Buffer.concat(parts), whole: false };
+    if (size === 0) return { body: Buffer.concat(parts), whole: true };
+    parts.push(raw.subarray(lineEnd + 2, Math.min(raw.length, lineEnd + 2 + size)));
+    at = lineEnd + 2 + size + 2;
+    if (at > raw.length) return { body: Buffer.concat(parts), whole: false };
+  }
+}
+
+/** Opens a WebSocket and reports how the upgrade went: 101, or the refusal's status and error code. */
+export async function wsUpgrade(url: string, headers: Record<string, string> = {}): Promise<{ status: number; code: string | null }> {
+  const socket = new WebSocket(url, { headers });
+  socket.on('error', () => undefined);
+  return new Promise((resolve) => {
+    socket.once('open', () => {
+      socket.close();
+      resolve({ status: 101, code: null });
+    });
+    socket.once('unexpected-response', (_request, response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => {
+        socket.terminate();
+        resolve({ status: response.statusCode ?? 0, code: envelopeCode(Buffer.from(body)) });
+      });
+    });
+  });
+}
+
+/** A WS /v1/realtime client that keeps every event it got. */
+export class RealtimeProbe {
+  readonly events: Record<string, unknown>[] = [];
+  closeCode: number | null = null;
+  private readonly socket: WebSocket;
+  private readonly opened: Promise<void>;
+
+  constructor(url: string) {
+    this.socket = new WebSocket(url);
+    this.socket.on('error', () => undefined);
+    this.socket.on('message', (data) => this.events.push(JSON.parse(String(data)) as Record<string, unknown>));
+    this.socket.on('close', (code) => (this.closeCode = code));
+    this.opened = new Promise((resolve, reject) => {
+      this.socket.once('open', () => resolve());
+      this.socket.once('close', () => reject(new Error('closed before it opened')));
+    });
+  }
+
+  async send(message: string | object): Promise<void> {
+    await this.opened;
+    this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  /** The first event of `type` after the first `skip` events, waiting up to `ms`. */
+  async next(type: string, ms = 10_000): Promise<Record<string, unknown>> {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const found = this.events.find((e) => e.type === type);
+      if (found) {
+        this.events.splice(this.events.indexOf(found), 1);
+        return found;
+      }
+      if (this.closeCode !== null) throw new Error(`the socket closed (${this.closeCode}) before a ${type} event`);
+      if (performance.now() > deadline) throw new Error(`no ${type} event within ${ms} ms`);
+      await sleep(10);
+    }
+  }
+
+  close(): void {
+    this.socket.close();
+  }
+}
