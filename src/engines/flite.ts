@@ -6,7 +6,8 @@
  * `speed` is flite's own rate control (its duration stretch, so the pitch is kept). flite has no sampling, style
  * instructions or voice cloning: `temperature` and `max_tokens` are ignored, `instructions` and `ref_audio` are
  * refused (the route does it from `capabilities`; this module does it too for direct callers). Every English
- * `lang_code` is spoken with flite's US English lexicon and letter-to-sound rules.
+ * `lang_code` is spoken with flite's US English lexicon and letter-to-sound rules. The text is normalised first
+ * (normaliseFliteText): libflite 2.2 corrupts its heap on some inputs.
  */
 import { availableParallelism } from 'node:os';
 import { ApiError } from '../http/errors.js';
@@ -52,6 +53,44 @@ export const VENDOR_VOICES: Readonly<Record<string, string>> = Object.freeze({
 /** `lang_code`s it takes: Kokoro-style `a` (American) and `b` (British English), and the ISO forms. */
 export const FLITE_LANGUAGES: readonly string[] = ['a', 'b', 'en', 'en-us', 'en-gb'];
 
+/** The longest token (run of non-blank characters) flite is given, in code points, its closing marks aside. */
+export const MAX_FLITE_TOKEN = 64;
+
+/** Control characters and whitespace, but for the four flite's tokenizer splits at: space, tab, CR and LF. */
+const UNKNOWN_SPACE = /[^\P{Cc}\t\n\r]|[^\S \t\n\r]/gu;
+/** Four or more ASCII punctuation marks or symbols in a row. */
+const PUNCTUATION_RUN = /[!-/:-@[-`{-~]{4,}/g;
+/** What flite reads as one token. */
+const TOKEN = /[^ \t\n\r]+/g;
+/** The marks flite strips from the end of a token and keeps as its punctuation (the voices' text_postpunctuation). */
+const CLOSING_MARKS = /["'`.,:;!?(){}[\]]*$/;
+
+/**
+ * The text as libflite is given it, which must never be what breaks it. flite 2.2 writes past a buffer once a
+ * token ends in about 307 punctuation marks ("Hello" and 400 "!" abort the process), and spells out or reads digit
+ * by digit a token of any length (4096 "x" is 15 minutes of audio and 900 MB). So:
+ * - control characters and whitespace flite does not split at (no-break and other Unicode spaces, vertical tab,
+ *   form feed) become spaces;
+ * - a run of four or more ASCII punctuation marks or symbols keeps each of its characters once, in the order they
+ *   first appear ("Hello!!!!" is "Hello!", "?!?!?!" is "?!", "%%%%" is "%"): flite pauses and ends sentences by
+ *   which marks follow a word, not how many, so the audio after a word does not change, except that a symbol flite
+ *   reads out is said once instead of at every repeat;
+ * - a token longer than MAX_FLITE_TOKEN code points keeps its first MAX_FLITE_TOKEN and its closing marks.
+ * Ordinary text is left as it is. Done here rather than in the addon: this module is the only caller of the
+ * native synthesis, and these are rules about text, tested without the library.
+ */
+export function normaliseFliteText(text: string): string {
+  return text
+    .replace(UNKNOWN_SPACE, ' ')
+    .replace(PUNCTUATION_RUN, (run) => [...new Set(run)].join(''))
+    .replace(TOKEN, (token) => {
+      if (token.length <= MAX_FLITE_TOKEN) return token; // UTF-16 units: never fewer than code points
+      const closing = CLOSING_MARKS.exec(token)![0];
+      const body = [...token.slice(0, token.length - closing.length)];
+      return body.length <= MAX_FLITE_TOKEN ? token : body.slice(0, MAX_FLITE_TOKEN).join('') + closing;
+    });
+}
+
 function codedError(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
@@ -95,7 +134,9 @@ class FliteTtsModel implements TtsModel {
     }
     // temperature and maxTokens are ignored: flite does not sample
 
-    return withCallbackAbort(options.signal, options.onAudio, (flag, onAudio) => native.synthesize(request.text, { voice, speed }, onAudio, flag));
+    return withCallbackAbort(options.signal, options.onAudio, (flag, onAudio) =>
+      native.synthesize(normaliseFliteText(request.text), { voice, speed }, onAudio, flag),
+    );
   }
 
   async dispose(): Promise<void> {

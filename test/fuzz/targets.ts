@@ -1,0 +1,10 @@
+/**
+ * Every fuzz target, by name, in the order `npm run fuzz` runs them. A target is made fresh for each run; add one
+ * here (a factory returning a FuzzTarget) and the runner, `--target` and the replay of its crashers pick it up.
+ */
+import { fliteTextTarget } from './flite-text.js';
+import type { FuzzTarget } from './target.js';
+
+export const TARGETS: Readonly<Record<string, () => FuzzTarget<unknown>>> = {
+  'flite-text': fliteTextTarget,
+};
