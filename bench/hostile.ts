@@ -11,15 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import {
-  conflictingContentLength,
-  healthy,
-  oversizedUpload,
-  pausedSpeechStream,
-  postJson,
-  RealtimeProbe,
-  wsUpgrade,
-} from '../test/helpers/hostile.js';
+import { conflictingContentLength, healthy, oversizedUpload, pausedSpeechStream, postJson, RealtimeProbe, wsUpgrade } from '../test/helpers/hostile.js';
 import { interleavedWavBytes } from '../test/helpers/wav.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -33,10 +25,24 @@ function report(defect: string, sent: string, saw: string): void {
 }
 
 async function serve(port: number, flags: string[] = []): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(root, 'dist', 'src', 'cli.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(scratch, `logs-${port}`), ...flags], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub'), VOXD_CACHE_DIR: path.join(scratch, 'cache') },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      path.join(root, 'dist', 'src', 'cli.js'),
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--log-dir',
+      path.join(scratch, `logs-${port}`),
+      ...flags,
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub'), VOXD_CACHE_DIR: path.join(scratch, 'cache') },
+    },
+  );
   for (let i = 0; i < 200 && !(await healthy(`http://127.0.0.1:${port}`)); i++) await sleep(50);
   return child;
 }
@@ -59,7 +65,11 @@ for (const [name, input] of [
 ] as const) {
   for (const stream of [false, true]) {
     const reply = await postJson(base, '/v1/audio/speech', { model: 'tts-1', input, response_format: 'wav', stream });
-    report('1 flite input', `${name}${stream ? ', streamed' : ''}`, `${reply.status}, ${reply.bytes} bytes, ${Math.round(reply.ms)} ms, alive ${await healthy(base)}`);
+    report(
+      '1 flite input',
+      `${name}${stream ? ', streamed' : ''}`,
+      `${reply.status}, ${reply.bytes} bytes, ${Math.round(reply.ms)} ms, alive ${await healthy(base)}`,
+    );
   }
 }
 
@@ -71,12 +81,22 @@ const pocket = (await makeTtsTestModel({ arch: 'pockettts', size: 'tiny' })).dir
 const fifo = path.join(scratch, 'fifo');
 execFileSync('mkfifo', [fifo]);
 for (const ref of ['/dev/zero', fifo]) {
-  const replies = await Promise.all(Array.from({ length: 9 }, () => postJson(base, '/v1/audio/speech', { model: pocket, input: 'Hello.', ref_audio: ref, max_tokens: 4 })));
+  const replies = await Promise.all(
+    Array.from({ length: 9 }, () => postJson(base, '/v1/audio/speech', { model: pocket, input: 'Hello.', ref_audio: ref, max_tokens: 4 })),
+  );
   const worst = Math.max(...replies.map((r) => r.ms));
-  report('2 ref_audio', `${ref === fifo ? 'a FIFO' : ref}, 9 at once`, `${[...new Set(replies.map((r) => `${r.status} ${r.code}`))].join(', ')}, slowest ${Math.round(worst)} ms`);
+  report(
+    '2 ref_audio',
+    `${ref === fifo ? 'a FIFO' : ref}, 9 at once`,
+    `${[...new Set(replies.map((r) => `${r.status} ${r.code}`))].join(', ')}, slowest ${Math.round(worst)} ms`,
+  );
 }
 const after = await postJson(base, '/v1/audio/speech', { model: pocket, input: 'Still speaking.', max_tokens: 4, response_format: 'pcm' });
-report('2 ref_audio', 'then a plain request to the same model', `${after.status}, ${Math.round(after.ms)} ms; server RSS peak ${peakRssMiB(server.pid as number)} MiB`);
+report(
+  '2 ref_audio',
+  'then a plain request to the same model',
+  `${after.status}, ${Math.round(after.ms)} ms; server RSS peak ${peakRssMiB(server.pid as number)} MiB`,
+);
 
 // 4. admission per request
 const hundred = await postJson(base, '/v1/audio/speech', { model: 'tts-1', input: 'Yes. '.repeat(100), response_format: 'pcm' });
@@ -107,14 +127,22 @@ const long = interleavedWavBytes(
   const response = await fetch(`${base}/v1/audio/separations`, { method: 'POST', body: form });
   let bytes = 0;
   for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) bytes += chunk.byteLength;
-  report('6 long separation', `590 s stereo 44.1 kHz (${Math.round(long.length / 1048576)} MiB)`, `${response.status}, ${Math.round(bytes / 1048576)} MiB of JSON in ${Math.round((performance.now() - started) / 1000)} s; RSS peak ${peakRssMiB(server.pid as number)} MiB`);
+  report(
+    '6 long separation',
+    `590 s stereo 44.1 kHz (${Math.round(long.length / 1048576)} MiB)`,
+    `${response.status}, ${Math.round(bytes / 1048576)} MiB of JSON in ${Math.round((performance.now() - started) / 1000)} s; RSS peak ${peakRssMiB(server.pid as number)} MiB`,
+  );
 }
 
 // 7. a paused stream
 const text = Array.from({ length: 40 }, (_, i) => `This is sentence number ${i + 1}.`).join(' ');
 const straight = await pausedSpeechStream(base, text, 0);
 const paused = await pausedSpeechStream(base, text, 20);
-report('7 paused stream', 'client stops reading for 20 s', `${paused.body.length} of ${straight.body.length} bytes, whole ${paused.whole}, identical ${paused.body.equals(straight.body)}`);
+report(
+  '7 paused stream',
+  'client stops reading for 20 s',
+  `${paused.body.length} of ${straight.body.length} bytes, whole ${paused.whole}, identical ${paused.body.equals(straight.body)}`,
+);
 
 // 8. WebSocket origins
 for (const origin of ['http://evil.test', 'http://good.test', undefined]) {
@@ -124,7 +152,11 @@ for (const origin of ['http://evil.test', 'http://good.test', undefined]) {
 
 // 9. conflicting Content-Length
 const smuggled = await conflictingContentLength(base);
-report('9 duplicate Content-Length', 'lengths 18 and 54, a GET hidden behind', `responses [${smuggled.statuses.join(', ')}], connection closed ${smuggled.closed}`);
+report(
+  '9 duplicate Content-Length',
+  'lengths 18 and 54, a GET hidden behind',
+  `responses [${smuggled.statuses.join(', ')}], connection closed ${smuggled.closed}`,
+);
 
 // 10. model IDs no file system can name
 for (const [name, id] of [
@@ -169,7 +201,10 @@ for (const [name, id] of [
   const form = new FormData();
   form.append('file', new Blob([new Uint8Array(long)]), 'long.wav');
   form.append('description', 'vocals');
-  const reply = fetch(`${base}/v1/audio/separations`, { method: 'POST', body: form }).then((r) => r.status, (e: Error) => e.message);
+  const reply = fetch(`${base}/v1/audio/separations`, { method: 'POST', body: form }).then(
+    (r) => r.status,
+    (e: Error) => e.message,
+  );
   await sleep(3000);
   const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
   server.kill('SIGTERM');

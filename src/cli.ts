@@ -56,7 +56,10 @@ function serveCommand(): Command {
     .option('--max-separation-seconds <seconds>', 'longest audio accepted by /v1/audio/separations, in seconds (default: 600)')
     .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
     .option('--max-input-chars <n>', 'longest text accepted by /v1/audio/speech, in characters (default: 4096)')
-    .option('--max-realtime-sessions <n>', 'WebSocket transcription sessions open at once; more are refused with 503; a sphinx session holds a ~100 MiB decoder (default: 32)')
+    .option(
+      '--max-realtime-sessions <n>',
+      'WebSocket transcription sessions open at once; more are refused with 503; a sphinx session holds a ~100 MiB decoder (default: 32)',
+    )
     .option('--realtime-idle-timeout <seconds>', 'close a WebSocket transcription session that sent nothing for this long (default: 300; 0 = never)')
     .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish; the rest get 503 (default: 30)')
     .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')

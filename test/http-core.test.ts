@@ -299,7 +299,7 @@ describe('http core', () => {
     assert.equal(aborted, true);
     await sleep(20);
     const info = ctx.responses.find((r) => r.id === response.headers.get('x-request-id'));
-    assert.equal(info?.cut, true, "logged as cut");
+    assert.equal(info?.cut, true, 'logged as cut');
     assert.ok(info.bytes > 0);
   });
 });

@@ -118,7 +118,11 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
     assert.deepEqual(statusLines(plain.text), ['400']);
     assert.match(plain.text, /Content-Length/);
     assert.equal(plain.closed, true, 'the connection is closed after the 400');
-    const repeated = await rawExchange(server.base, 'POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}', 500);
+    const repeated = await rawExchange(
+      server.base,
+      'POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}',
+      500,
+    );
     assert.deepEqual(statusLines(repeated.text), ['400'], 'identical repeats are one length: the body is read (and lacks model_name)');
     assert.match(repeated.text, /model_name/);
   });
@@ -160,7 +164,10 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
   });
 
   it('streams the JSON of a separation, so long inputs never become one giant string', async () => {
-    const response = await fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: separationForm(interleavedWavBytes(noisyChannels(2, 8, 16000), 2, 16000)) });
+    const response = await fetch(`${server.base}/v1/audio/separations`, {
+      method: 'POST',
+      body: separationForm(interleavedWavBytes(noisyChannels(2, 8, 16000), 2, 16000)),
+    });
     assert.equal(response.status, 200);
     assert.equal(response.headers.get('content-length'), null);
     assert.match(response.headers.get('content-type') ?? '', /application\/json/);
@@ -170,7 +177,10 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
   });
 
   it('separates 40 channels without positions, down-mixed to stereo', async () => {
-    const response = await fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: separationForm(interleavedWavBytes(noisyChannels(40, 1, 8000), 40, 8000)) });
+    const response = await fetch(`${server.base}/v1/audio/separations`, {
+      method: 'POST',
+      body: separationForm(interleavedWavBytes(noisyChannels(40, 1, 8000), 40, 8000)),
+    });
     assert.equal(response.status, 200, await response.clone().text());
     const answer = (await response.json()) as { target: string };
     assert.equal(Buffer.from(answer.target, 'base64').readUInt16LE(22), 2, 'a stereo WAV');
@@ -225,7 +235,10 @@ describe('shutdown: nothing waits on a second signal, nobody gets an empty reply
   /** A separation long enough to still run when the signals come (a few seconds of native work). */
   const longMix = interleavedWavBytes(noisyChannels(2, 150, 44100), 2, 44100);
 
-  async function serveWithRunningSeparation(t: import('node:test').TestContext, flags: string[]): Promise<{ proc: ReturnType<typeof spawnCli>; reply: Promise<Response> }> {
+  async function serveWithRunningSeparation(
+    t: import('node:test').TestContext,
+    flags: string[],
+  ): Promise<{ proc: ReturnType<typeof spawnCli>; reply: Promise<Response> }> {
     const scratch = await tempDir(t, 'voxd-shutdown-');
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;

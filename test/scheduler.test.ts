@@ -119,7 +119,10 @@ describe('scheduler', () => {
     const first = running.run(() => gate.promise);
     const many = scheduler.admit('m'); // waits: the one queue place
     const jobs = Array.from({ length: 10 }, (_, i) => many.run(async () => i));
-    assert.throws(() => scheduler.admit('m'), (error: unknown) => error instanceof ApiError && error.code === 'queue_full');
+    assert.throws(
+      () => scheduler.admit('m'),
+      (error: unknown) => error instanceof ApiError && error.code === 'queue_full',
+    );
     gate.resolve();
     await first;
     running.release();
@@ -136,10 +139,7 @@ describe('scheduler', () => {
     const order: string[] = [];
     const long = scheduler.admit('m');
     const short = scheduler.admit('m');
-    const work = [
-      ...['a1', 'a2', 'a3'].map((name) => long.run(async () => void order.push(name))),
-      short.run(async () => void order.push('b1')),
-    ];
+    const work = [...['a1', 'a2', 'a3'].map((name) => long.run(async () => void order.push(name))), short.run(async () => void order.push('b1'))];
     gate.resolve();
     await Promise.all([blocker, ...work]);
     assert.deepEqual(order, ['a1', 'b1', 'a2', 'a3'], 'the short request does not wait for all of the long one');
@@ -147,4 +147,3 @@ describe('scheduler', () => {
     short.release();
   });
 });
-

@@ -28,7 +28,10 @@ describe('ref_audio: a server-side path or a data URL', () => {
     try {
       fs.copyFileSync(JFK_WAV, path.join(root, 'inside.wav'));
       assert.ok((await loadReferenceAudio('inside.wav', { ...options, roots: [root] })).length > 0, 'relative to a root');
-      await assert.rejects(loadReferenceAudio(JFK_WAV, { ...options, roots: [root] }), refused('invalid_request', /is not a file the server can read under --models-dir$/));
+      await assert.rejects(
+        loadReferenceAudio(JFK_WAV, { ...options, roots: [root] }),
+        refused('invalid_request', /is not a file the server can read under --models-dir$/),
+      );
       await assert.rejects(
         loadReferenceAudio(path.join(root, '..', path.basename(root), '..', 'x.wav'), { ...options, roots: [root] }),
         refused('invalid_request', /./),
@@ -66,4 +69,3 @@ describe('ref_audio: a server-side path or a data URL', () => {
     await assert.rejects(loadReferenceAudio(big, { ...options, signal: controller.signal }), { name: 'AbortError' });
   });
 });
-

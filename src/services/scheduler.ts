@@ -202,7 +202,7 @@ export class Scheduler {
   private takeCompanions(queue: ModelQueue, batch: BatchSpec<unknown, unknown>): Entry[] {
     const taken: Entry[] = [];
     for (const lane of queue.lanes) {
-      for (let i = 0; i < lane.entries.length && taken.length + 1 < batch.maxSize; ) {
+      for (let i = 0; i < lane.entries.length && taken.length + 1 < batch.maxSize;) {
         const entry = lane.entries[i] as Entry;
         if (entry.batch?.key === batch.key) {
           lane.entries.splice(i, 1);
