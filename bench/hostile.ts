@@ -11,7 +11,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { conflictingContentLength, healthy, oversizedUpload, pausedSpeechStream, postJson, RealtimeProbe, wsUpgrade } from '../test/helpers/hostile.js';
+import {
+  conflictingContentLength,
+  healthy,
+  longSpeechText,
+  oversizedUpload,
+  pausedSpeechStream,
+  postJson,
+  RealtimeProbe,
+  wsUpgrade,
+} from '../test/helpers/hostile.js';
 import { interleavedWavBytes } from '../test/helpers/wav.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -54,7 +63,7 @@ function peakRssMiB(pid: number): number {
 
 const PORT = 18731;
 const base = `http://127.0.0.1:${PORT}`;
-const server = await serve(PORT, ['--allowed-origins', 'http://good.test']);
+const server = await serve(PORT, ['--allowed-origins', 'http://good.test', '--max-input-chars', '20000']);
 console.log(`voxd on ${base} (pid ${server.pid}), scratch ${scratch}\n`);
 
 // 1. text that crashed libflite
@@ -135,7 +144,7 @@ const long = interleavedWavBytes(
 }
 
 // 7. a paused stream
-const text = Array.from({ length: 40 }, (_, i) => `This is sentence number ${i + 1}.`).join(' ');
+const text = longSpeechText();
 const straight = await pausedSpeechStream(base, text, 0);
 const paused = await pausedSpeechStream(base, text, 20);
 report(

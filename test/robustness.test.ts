@@ -13,6 +13,7 @@ import { interleavedWavBytes, readWavMono } from './helpers/wav.js';
 import {
   conflictingContentLength,
   healthy,
+  longSpeechText,
   oversizedUpload,
   pausedSpeechStream,
   postJson,
@@ -154,8 +155,7 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
   });
 
   it('keeps a streamed response alive while its client pauses, then delivers it whole', async () => {
-    // more audio than the kernel's socket buffers hold (about 4 MB on loopback), so the server must wait on the client
-    const input = Array.from({ length: 150 }, (_, i) => `This is sentence number ${i + 1} of a text that keeps going.`).join(' ');
+    const input = longSpeechText();
     const straight = await pausedSpeechStream(server.base, input, 0);
     const paused = await pausedSpeechStream(server.base, input, 14); // past uWS's 10 s idle timeout
     assert.ok(straight.whole && straight.body.length > 12_000_000, `unpaused: ${straight.body.length} bytes`);

@@ -120,6 +120,14 @@ export async function oversizedUpload(base: string, megabytes: number, declareLe
 }
 
 /**
+ * Text whose speech (about 18 MB of WAV from the built-in voice) is more than the kernel's socket buffers hold on
+ * loopback (about 4 MB), so a server streaming it must wait on a client that stops reading. 9000 characters.
+ */
+export function longSpeechText(): string {
+  return Array.from({ length: 150 }, (_, i) => `This is sentence number ${i + 1} of a text that keeps going.`).join(' ');
+}
+
+/**
  * A streamed speech response whose client stops reading for `pauseSeconds` after the first bytes (an audio player
  * on pause), then reads on: the body it gets, and whether it was whole (the chunked body's last chunk arrived).
  */
@@ -211,7 +219,7 @@ export class RealtimeProbe {
     this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
   }
 
-  /** The first event of `type` after the first `skip` events, waiting up to `ms`. */
+  /** Takes out the first event of `type` received so far or within `ms`; fails when the socket closes first. */
   async next(type: string, ms = 10_000): Promise<Record<string, unknown>> {
     const deadline = performance.now() + ms;
     for (;;) {
