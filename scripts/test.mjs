@@ -27,12 +27,34 @@ const files = fs
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort()
   .map((f) => path.join(testDir, f));
-step(`running ${files.length} test files`);
-// spec output for people, TAP into a file for the closing summary line
-const tapFile = path.join(root, 'dist', 'test-results.tap');
-const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`];
-const result = spawnSync(process.execPath, ['--test', ...reporters, '--test-timeout=120000', ...files], { cwd: root, stdio: 'inherit' });
-const tap = fs.existsSync(tapFile) ? fs.readFileSync(tapFile, 'utf8') : '';
-const count = (name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
-console.log(`${count('pass')} passed, ${count('fail') + count('cancelled')} failed, ${count('skipped')} skipped`);
-process.exit(result.status ?? 1);
+// the suites that talk HTTP or WebSocket to a server run a second time on node:http when voxd's own choice is
+// uWebSockets.js, so both transports are held to the same tests (where uWS does not load, node:http is the choice)
+const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api'];
+const autoTransport = spawnSync(
+  process.execPath,
+  [
+    '--input-type=module',
+    '-e',
+    `const m = await import(${JSON.stringify(path.join(root, 'dist', 'src', 'http', 'transports.js'))}); console.log(m.createTransport('auto').transport.name)`,
+  ],
+  { cwd: root, encoding: 'utf8' },
+).stdout.trim();
+const secondPass = autoTransport === 'uws' ? files.filter((f) => TRANSPORT_SUITES.some((suite) => path.basename(f) === `${suite}.test.js`)) : [];
+
+/** Runs test files with node's runner: spec output for people, TAP into a file for the summary line. */
+function run(label, testFiles, env) {
+  step(`running ${testFiles.length} test files (${label})`);
+  const tapFile = path.join(root, 'dist', `test-results-${label.replace(/\W+/g, '-')}.tap`);
+  const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`];
+  const result = spawnSync(process.execPath, ['--test', ...reporters, '--test-timeout=120000', ...testFiles], { cwd: root, stdio: 'inherit', env });
+  const tap = fs.existsSync(tapFile) ? fs.readFileSync(tapFile, 'utf8') : '';
+  const count = (name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+  return { ok: result.status === 0, pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };
+}
+
+const runs = [run(`transport ${autoTransport}`, files, process.env)];
+if (secondPass.length > 0) runs.push(run('transport node', secondPass, { ...process.env, VOXD_TRANSPORT: 'node' }));
+else step(`no second transport pass: uWebSockets.js does not load here, node:http served every suite`);
+const total = (key) => runs.reduce((sum, r) => sum + r[key], 0);
+console.log(`${total('pass')} passed, ${total('fail')} failed, ${total('skipped')} skipped`);
+process.exit(runs.every((r) => r.ok) ? 0 : 1);

@@ -32,6 +32,12 @@ function serveCommand(): Command {
     .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2)) // usage errors (bad choice, unknown flag) exit 2 like invalid values
     .option('--host <host>', 'host to bind to (default: localhost)')
     .option('--port <port>', 'port of the API server (default: 8000; 0 picks a free port)')
+    .addOption(
+      new Option(
+        '--transport <name>',
+        'HTTP transport: uws (uWebSockets.js), node (node:http), or auto: uws where it loads (default: auto; env VOXD_TRANSPORT)',
+      ).choices(['auto', 'uws', 'node']),
+    )
     .option('--reload', 'restart the server when its compiled code changes (development)')
     .option('--start-ui', 'also start the web interface on port 3000')
     .option('--allowed-origins <origins...>', 'CORS allowed origins, space-separated (default: *; env VOXD_ALLOWED_ORIGINS, comma-separated)')

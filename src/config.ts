@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { TRANSPORT_PREFERENCES } from './http/transports.js';
 
 export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
 /** The built-in pocketsphinx recognizer (engines/sphinx.ts): behind the STT aliases unless --stt-model says otherwise. */
@@ -26,6 +27,7 @@ const existingDir = z
 export const configSchema = z.object({
   host: z.string().min(1).default('localhost'),
   port: z.coerce.number().int().min(0).max(65535).default(8000),
+  transport: z.enum(TRANSPORT_PREFERENCES).default('auto'),
   reload: z.boolean().default(false),
   startUi: z.boolean().default(false),
   allowedOrigins: z.array(z.string().min(1)).min(1).default(['*']),
@@ -73,6 +75,7 @@ export const ENV_VARIABLES = {
   voicesDir: 'VOXD_VOICES_DIR',
   allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
   cacheDir: 'VOXD_CACHE_DIR',
+  transport: 'VOXD_TRANSPORT',
 } as const satisfies Partial<Record<keyof Config, string>>;
 
 /** Reads the variables that are set, in the shapes the schema expects (origins are comma-separated). */

@@ -11,6 +11,7 @@ import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphin
 import { whisperEngine } from './engines/whisper.js';
 import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
 import { createHttpServer } from './http/server.js';
+import { createTransport } from './http/transports.js';
 import type { Logger } from './logger.js';
 import { loadNative, NativeLogLevel } from './native/addon.js';
 import type { RouteContext } from './routes/context.js';
@@ -65,7 +66,10 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
   const context: RouteContext = { config, logger, metrics, registry, scheduler, readiness: { ready: false, error: null } };
 
+  const { transport, uwsUnavailable } = createTransport(config.transport);
+  if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
   const http = createHttpServer({
+    transport,
     allowedOrigins: config.allowedOrigins,
     logger,
     onResponse: ({ id, method, route, status, ms, bytes, cut }) => {
@@ -84,7 +88,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountSeparationRoutes(http, context);
 
   const port = await http.listen(config.host, config.port);
-  logger.info({ host: config.host, port }, `voxd listening on http://${config.host}:${port}`);
+  logger.info({ host: config.host, port, transport: transport.name }, `voxd listening on http://${config.host}:${port} (transport ${transport.name})`);
 
   registry.preload(config.preload).then(
     () => {

@@ -124,8 +124,8 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
       'POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}',
       500,
     );
-    assert.deepEqual(statusLines(repeated.text), ['400'], 'identical repeats are one length: the body is read (and lacks model_name)');
-    assert.match(repeated.text, /model_name/);
+    // identical repeats: uWS reads them as one length (and the body lacks model_name), node:http refuses them; both 400
+    assert.deepEqual(statusLines(repeated.text), ['400']);
   });
 
   it('answers every oversized upload with 413, never a reset', async () => {

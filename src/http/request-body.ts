@@ -1,16 +1,19 @@
 /**
- * A request body as uWS delivers it. uWS hands out body chunks only to a data handler attached synchronously in the
- * request handler, so every body is captured from the start and queued until the route reads it; a queue that
- * grows past a threshold pauses the socket, so an unread upload does not fill memory.
+ * A request body as the transport delivers it. uWS hands out body chunks only to a data handler attached
+ * synchronously in the request handler, so every body is captured from the start and queued until the route reads
+ * it; a queue that grows past a threshold pauses the socket, so an unread upload does not fill memory.
  */
 import { ApiError } from './errors.js';
-import type { GuardedResponse } from './guarded-response.js';
+import type { ResponseChannel } from './transport.js';
+
+/** What a body needs of its request's channel. */
+type BodyChannel = Pick<ResponseChannel, 'signal' | 'aborted' | 'completed' | 'pause' | 'resume'>;
 
 /** Bytes queued beyond which the socket stops reading until the reader catches up. */
 const PAUSE_ABOVE_BYTES = 1024 * 1024;
 
 export class RequestBody {
-  readonly #response: GuardedResponse;
+  readonly #channel: BodyChannel;
   readonly #declaredLength: number | null;
   #complete: boolean;
   #queue: Buffer[] = [];
@@ -22,12 +25,12 @@ export class RequestBody {
   #wakeReader: (() => void) | null = null;
 
   /** `declaredLength`: the Content-Length, if any; `chunked`: whether Transfer-Encoding is chunked. */
-  constructor(response: GuardedResponse, declaredLength: number | null, chunked: boolean) {
-    this.#response = response;
+  constructor(channel: BodyChannel, declaredLength: number | null, chunked: boolean) {
+    this.#channel = channel;
     this.#declaredLength = declaredLength;
     // without either header a request has no body (and uWS reports its empty end only after the handler returned)
     this.#complete = !chunked && !declaredLength;
-    response.signal.addEventListener('abort', () => this.#wake(), { once: true });
+    channel.signal.addEventListener('abort', () => this.#wake(), { once: true });
   }
 
   /** Whether the whole body arrived (the connection can serve another request). */
@@ -35,16 +38,16 @@ export class RequestBody {
     return this.#complete;
   }
 
-  /** The uWS data handler: the chunk's memory is reused after this call, so it is copied. */
-  push(chunk: ArrayBuffer, isLast: boolean): void {
+  /** The transport's body chunks (each one the body's to keep). */
+  push(chunk: Buffer, isLast: boolean): void {
     if (isLast) this.#complete = true;
     // nobody reads a body once its reader stopped or the response is over
-    if (!this.#discarding && this.#response.open && chunk.byteLength > 0) {
-      this.#queue.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+    if (!this.#discarding && !this.#channel.aborted && !this.#channel.completed && chunk.byteLength > 0) {
+      this.#queue.push(chunk);
       this.#queuedBytes += chunk.byteLength;
       if (!isLast && !this.#paused && this.#queuedBytes > PAUSE_ABOVE_BYTES) {
         this.#paused = true;
-        this.#response.use((res) => res.pause());
+        this.#channel.pause();
       }
     }
     this.#wake();
@@ -67,14 +70,14 @@ export class RequestBody {
           received += chunk.byteLength;
           if (received > limitBytes) throw tooLarge(limitBytes);
           yield chunk;
-        } else if (this.#response.aborted) {
-          throw this.#response.signal.reason;
+        } else if (this.#channel.aborted) {
+          throw this.#channel.signal.reason;
         } else if (this.#complete) {
           return;
         } else {
           if (this.#paused) {
             this.#paused = false;
-            this.#response.use((res) => res.resume());
+            this.#channel.resume();
           }
           await new Promise<void>((resolve) => (this.#wakeReader = resolve));
         }
@@ -87,7 +90,7 @@ export class RequestBody {
       this.#queuedBytes = 0;
       if (this.#paused) {
         this.#paused = false;
-        this.#response.use((res) => res.resume());
+        this.#channel.resume();
       }
     }
   }

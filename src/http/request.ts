@@ -1,30 +1,21 @@
 /**
- * What a route sees of a request: everything uWS offers is copied while its request object is valid (during the
- * synchronous part of the uWS handler), and the body is read through size-limited, validating helpers.
+ * What a route sees of a request: its head as the transport copied it, and the body read through size-limited,
+ * validating helpers.
  */
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { ApiError } from './errors.js';
 import { parseMultipart, type MultipartForm, type MultipartLimits } from './multipart.js';
 import type { RequestBody } from './request-body.js';
-import type { UwsRequest } from './uws.js';
 import { validate } from './validate.js';
 
 export interface RequestHead {
   method: string;
+  /** The path as sent (percent-encoded), without the query. */
   path: string;
   rawQuery: string;
   /** Lower-case names; repeated headers joined with `, `. */
   headers: Record<string, string>;
-}
-
-/** Copies what the request offers; the uWS request is invalid once its handler returns. */
-export function readRequestHead(req: UwsRequest): RequestHead {
-  const headers: Record<string, string> = Object.create(null);
-  req.forEach((name, value) => {
-    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-  });
-  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery(), headers };
 }
 
 /** How the body of a request is delimited, or why it cannot be told safely. */
@@ -32,8 +23,9 @@ export type BodyFraming = { length: number | null; chunked: boolean; error: null
 
 /**
  * Reads Content-Length and Transfer-Encoding (RFC 9112, section 6). Conflicting lengths, a length that is not a
- * number, or both headers at once mean a proxy in front may see a different body than uWS does (request
- * smuggling): such a request is refused and its connection closed.
+ * number, or both headers at once mean a proxy in front may see a different body than the transport does
+ * (request smuggling): such a request is refused and its connection closed. (node:http's parser refuses them
+ * before voxd sees them; uWS takes the first length.)
  */
 export function bodyFraming(headers: Readonly<Record<string, string>>): BodyFraming {
   const rawLength = headers['content-length'];

@@ -1,16 +1,16 @@
 /**
- * The HTTP server: one uWS catch-all handler feeds the router, so that 404, 405, preflights, CORS, request ids,
- * error envelopes and the per-request hook live in one place and route handlers never see uWS objects.
+ * The HTTP server: the transport (uWebSockets.js or node:http, transport.ts) hands every request to the router,
+ * so that 404, 405, preflights, CORS, request ids, error envelopes and the per-request hook live in one place and
+ * route handlers never see a transport's objects.
  */
 import { performance } from 'node:perf_hooks';
 import { corsHeaders, originAllowed, preflightHeaders } from './cors.js';
 import { ApiError } from './errors.js';
-import { GuardedResponse } from './guarded-response.js';
 import { HttpReply } from './reply.js';
 import { RequestBody } from './request-body.js';
-import { bodyFraming, HttpRequest, readRequestHead } from './request.js';
+import { bodyFraming, HttpRequest } from './request.js';
 import { Router, type RouteMatch } from './router.js';
-import { uws, type UwsApp, type UwsListenSocket } from './uws.js';
+import type { Transport, TransportName } from './transport.js';
 import { mountWebSocket, type WsLimits, type WsRoute } from './websocket.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -40,6 +40,8 @@ export interface ResponseInfo {
 }
 
 export interface HttpServerOptions {
+  /** The transport to serve on (transports.ts picks one). */
+  transport: Transport;
   logger: HttpLogger;
   /** Origins whose pages may read responses; `['*']` (the default) for any. */
   allowedOrigins?: readonly string[];
@@ -59,6 +61,7 @@ export interface HttpServer {
    */
   close(timeoutMs?: number): Promise<void>;
   readonly inFlight: number;
+  readonly transport: TransportName;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -66,23 +69,22 @@ const CLIENT_CLOSED_REQUEST = 499;
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { logger } = options;
   const allowedOrigins = options.allowedOrigins ?? ['*'];
-  const app = uws.App() as UwsApp;
+  const { transport } = options;
   const router = new Router<RouteHandler>();
   const inFlight = new Set<HttpReply>();
   let idleWaiters: (() => void)[] = [];
-  let listenSocket: UwsListenSocket | null = null;
+  let listening = false;
   let closing: Promise<void> | null = null;
   const closeSockets: (() => void)[] = [];
 
-  app.any('/*', (res, req) => {
-    // uWS invalidates `req` when this function returns and delivers the body only to a data handler set now
-    const head = readRequestHead(req);
+  transport.onRequest((head, channel) => {
     const framing = bodyFraming(head.headers);
-    const response = new GuardedResponse(res, (chunk, isLast) => body.push(chunk, isLast));
-    const body = new RequestBody(response, framing.length, framing.chunked);
+    // uWS delivers the body only to a data handler set before this function returns
+    const body = new RequestBody(channel, framing.length, framing.chunked);
+    channel.onBody((chunk, isLast) => body.push(chunk, isLast));
     const match = router.match(head.method, head.path);
-    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, response.signal);
-    const reply = new HttpReply(response, {
+    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, channel.signal);
+    const reply = new HttpReply(channel, {
       baseHeaders: { 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.header('origin')) },
       closeConnection: () => closing !== null || framing.error !== null,
     });
@@ -95,7 +97,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     try {
       if (framingError) {
         // answered on a later tick: uWS, finding a request pipelined behind one still unanswered, drops the
-        // connection; answered at once, it would serve that request by its own framing (a smuggled one)
+        // connection; answered at once, it would serve that request by its own framing (a smuggled one).
+        // node:http never gets here: its parser refuses such requests itself
         await new Promise((resolve) => setImmediate(resolve));
         throw new ApiError('invalid_request', `Malformed request: ${framingError}`);
       }
@@ -152,28 +155,23 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
     websocket(pattern, route, limits) {
       closeSockets.push(
-        mountWebSocket(app, pattern, route, limits, {
+        mountWebSocket(transport, pattern, route, limits, {
           baseHeaders: (request) => ({ 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.headers.origin) }),
           originAllowed: (origin) => originAllowed(allowedOrigins, origin),
         }),
       );
     },
 
-    listen(host, port) {
-      return new Promise((resolve, reject) => {
-        if (closing || listenSocket) return reject(new Error('the server is already listening or closed'));
-        app.listen(host, port, (socket) => {
-          if (!socket) return reject(new Error(`cannot listen on ${host}:${port} (address in use, or not permitted)`));
-          listenSocket = socket;
-          resolve(uws.us_socket_local_port(socket));
-        });
-      });
+    async listen(host, port) {
+      if (closing || listening) throw new Error('the server is already listening or closed');
+      listening = true;
+      return transport.listen(host, port);
     },
 
     close(timeoutMs = 10_000) {
       closing ??= (async () => {
-        if (listenSocket) uws.us_listen_socket_close(listenSocket);
-        listenSocket = null;
+        if (listening) transport.stopListening();
+        listening = false;
         const idle = new Promise<void>((resolve) => (inFlight.size === 0 ? resolve() : idleWaiters.push(resolve)));
         let timer: NodeJS.Timeout | undefined;
         const timedOut = await Promise.race([idle.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, timeoutMs, true)))]);
@@ -185,13 +183,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         }
         idleWaiters = [];
         for (const close of closeSockets) close();
-        app.close();
+        transport.closeAll();
       })();
       return closing;
     },
 
     get inFlight() {
       return inFlight.size;
+    },
+
+    get transport() {
+      return transport.name;
     },
   };
 }

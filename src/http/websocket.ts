@@ -1,14 +1,13 @@
 /**
- * WebSocket routes on uWS behind a small interface, so that session code never touches uWS objects: the upgrade
+ * WebSocket routes behind a small interface, so that session code never touches a transport's sockets: the upgrade
  * is decided from a copied request head (a refusal is an ordinary HTTP error envelope), the subprotocol is chosen
- * by the route, messages arrive copied (uWS reuses its buffers once the callback returns), and a `WsConnection`
- * guards every send and close against a socket that is already gone.
+ * by the route, messages arrive copied, and a `WsConnection` guards every send and close against a socket that is
+ * already gone.
  */
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import { ApiError } from './errors.js';
-import { readRequestHead, type RequestHead } from './request.js';
-import type { UwsApp, WebSocket } from './uws.js';
+import type { RequestHead } from './request.js';
+import type { Transport, TransportSocket } from './transport.js';
 
 /** What a route sees of the upgrade request. */
 export interface WsRequest {
@@ -48,25 +47,32 @@ export interface WsRoute<Session> {
 
 export interface WsLimits {
   /**
-   * A larger message goes to the route's `oversized` instead of `message`. uWS buffers a message whole before it
-   * hands it over, so it drops the connection (no close frame) only past twice this size.
+   * A larger message goes to the route's `oversized` instead of `message`. The transport reads a message whole
+   * before it hands it over, so it drops the connection (no close frame) only past twice this size.
    */
   maxMessageBytes: number;
-  /** Seconds without any message (uWS sends pings) before the socket is closed; 0 = never. */
+  /** Seconds without any message (pings answered count) before the socket is closed; 0 = never. */
   idleTimeoutSeconds: number;
 }
 
-interface UserData {
+export interface WsPolicy {
+  /** Headers every upgrade answer carries (request id, CORS). */
+  baseHeaders(request: WsRequest): Record<string, string>;
+  /** Whether the page that opens the socket may (--allowed-origins). */
+  originAllowed(origin: string | undefined): boolean;
+}
+
+interface SocketState<Session> {
   request: WsRequest;
   protocol: string;
   connection?: GuardedConnection;
-  session?: unknown;
+  session?: Session;
 }
 
 class GuardedConnection implements WsConnection {
-  #socket: WebSocket<UserData> | null;
+  #socket: TransportSocket | null;
   constructor(
-    socket: WebSocket<UserData>,
+    socket: TransportSocket,
     readonly id: string,
     readonly protocol: string,
   ) {
@@ -76,18 +82,13 @@ class GuardedConnection implements WsConnection {
     return this.#socket === null;
   }
   get bufferedAmount(): number {
-    return this.#socket?.getBufferedAmount() ?? 0;
+    return this.#socket?.bufferedAmount ?? 0;
   }
   send(message: string | Uint8Array | object): boolean {
     const socket = this.#socket;
     if (!socket) return false;
     const binary = message instanceof Uint8Array;
-    const data = typeof message === 'string' || binary ? message : JSON.stringify(message);
-    let sent = false;
-    socket.cork(() => {
-      sent = socket.send(data, binary) !== 2; // 2 = dropped (over the backpressure limit)
-    });
-    return sent;
+    return socket.send(typeof message === 'string' || binary ? message : JSON.stringify(message), binary);
   }
   close(code = 1000, reason = ''): void {
     const socket = this.#socket;
@@ -115,64 +116,42 @@ function wsRequest(head: RequestHead): WsRequest {
 }
 
 /** Registers `route` at `pattern`; returns a function that closes every open socket of it (shutdown). */
-export interface WsPolicy {
-  /** Headers every upgrade answer carries (request id, CORS). */
-  baseHeaders(request: WsRequest): Record<string, string>;
-  /** Whether the page that opens the socket may (--allowed-origins). */
-  originAllowed(origin: string | undefined): boolean;
-}
-
-export function mountWebSocket<Session>(app: UwsApp, pattern: string, route: WsRoute<Session>, limits: WsLimits, policy: WsPolicy): () => void {
+export function mountWebSocket<Session>(transport: Transport, pattern: string, route: WsRoute<Session>, limits: WsLimits, policy: WsPolicy): () => void {
   const open = new Set<GuardedConnection>();
-  app.ws<UserData>(pattern, {
-    maxPayloadLength: 2 * limits.maxMessageBytes,
-    idleTimeout: limits.idleTimeoutSeconds,
-    maxBackpressure: 16 * 1024 * 1024,
-    sendPingsAutomatically: true,
-    upgrade: (res, req, context) => {
-      const head = readRequestHead(req);
-      const request = wsRequest(head);
-      let protocol = '';
-      try {
-        const origin = head.headers.origin;
-        if (!policy.originAllowed(origin)) throw new ApiError('origin_not_allowed', `origin ${origin} is not allowed (--allowed-origins)`);
-        protocol = route.accept?.(request)?.protocol ?? '';
-      } catch (error) {
-        // refused: an ordinary HTTP answer with the error envelope instead of the 101
-        const refusal = ApiError.from(error);
-        const headers = { ...policy.baseHeaders(request), ...refusal.headers, 'content-type': 'application/json' };
-        return void res.cork(() => {
-          res.writeStatus(`${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}`);
-          for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
-          res.end(JSON.stringify(refusal.toEnvelope()));
-        });
-      }
-      res.upgrade<UserData>({ request, protocol }, head.headers['sec-websocket-key'] ?? '', protocol, head.headers['sec-websocket-extensions'] ?? '', context);
+  transport.websocket<SocketState<Session>>(
+    pattern,
+    {
+      upgrade: (head) => {
+        const request = wsRequest(head);
+        try {
+          const origin = head.headers.origin;
+          if (!policy.originAllowed(origin)) throw new ApiError('origin_not_allowed', `origin ${origin} is not allowed (--allowed-origins)`);
+          const protocol = route.accept?.(request)?.protocol ?? '';
+          return { protocol, context: { request, protocol } };
+        } catch (error) {
+          // refused: an ordinary HTTP answer with the error envelope instead of the 101
+          const refusal = ApiError.from(error);
+          const headers = { ...policy.baseHeaders(request), ...refusal.headers, 'content-type': 'application/json' };
+          return { refuse: { status: refusal.status, headers, body: JSON.stringify(refusal.toEnvelope()) } };
+        }
+      },
+      open: (socket, state) => {
+        const connection = new GuardedConnection(socket, state.request.id, state.protocol);
+        open.add(connection);
+        state.connection = connection;
+        state.session = route.open(connection, state.request);
+      },
+      message: (state, data, isBinary) => route.message(state.session as Session, data, isBinary),
+      oversized: (state, bytes) => route.oversized(state.session as Session, bytes),
+      drain: (state) => route.drain?.(state.session as Session),
+      close: (state, code, reason) => {
+        state.connection?.detach();
+        if (state.connection) open.delete(state.connection);
+        route.close(state.session as Session, code, reason);
+      },
     },
-    open: (socket) => {
-      const data = socket.getUserData();
-      const connection = new GuardedConnection(socket, data.request.id, data.protocol);
-      open.add(connection);
-      data.connection = connection;
-      data.session = route.open(connection, data.request);
-    },
-    message: (socket, message, isBinary) => {
-      const data = socket.getUserData();
-      if (message.byteLength > limits.maxMessageBytes) return route.oversized(data.session as Session, message.byteLength);
-      // copied: uWS reuses the buffer once this callback returns
-      const copy = isBinary ? Buffer.from(message.slice(0)) : Buffer.from(message).toString('utf8');
-      route.message(data.session as Session, copy, isBinary);
-    },
-    drain: (socket) => {
-      route.drain?.(socket.getUserData().session as Session);
-    },
-    close: (socket, code, message) => {
-      const data = socket.getUserData();
-      data.connection?.detach();
-      if (data.connection) open.delete(data.connection);
-      route.close(data.session as Session, code, Buffer.from(message).toString('utf8'));
-    },
-  });
+    { maxMessageBytes: limits.maxMessageBytes, dropAboveBytes: 2 * limits.maxMessageBytes, idleTimeoutSeconds: limits.idleTimeoutSeconds },
+  );
   return () => {
     for (const connection of open) connection.close(1001, 'server shutting down');
   };

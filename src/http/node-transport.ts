@@ -1,0 +1,287 @@
+/**
+ * The node:http transport, with `ws` for WebSockets: voxd's transport wherever uWebSockets.js has no binary for
+ * the running Node ABI and libc (transport.ts). It keeps uWS's behaviour where clients can see it: a body that
+ * stops arriving for 10 s ends the connection, a WebSocket that sends nothing (pings answered count) for its idle
+ * timeout is closed, a client that takes no bytes for MAX_STALL_SECONDS is cut, and a request whose framing Node's
+ * parser refuses (conflicting lengths, say) gets the error envelope and a closed connection.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import { ApiError } from './errors.js';
+import type { RequestHead } from './request.js';
+import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
+
+/** As uWS: a request body that stops arriving for this long ends the connection. */
+const BODY_IDLE_MS = 10_000;
+/** As uWS's maxBackpressure: messages for a client this far behind are dropped. */
+const MAX_SOCKET_BACKLOG_BYTES = 16 * 1024 * 1024;
+
+function readRequestHead(req: IncomingMessage): RequestHead {
+  const headers: Record<string, string> = Object.create(null);
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = (req.rawHeaders[i] as string).toLowerCase();
+    const value = req.rawHeaders[i + 1] as string;
+    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+  }
+  // an absolute-form target (http://host/path) is served by its path, as uWS does
+  const target = (req.url ?? '/').replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '') || '/';
+  const query = target.indexOf('?');
+  return { method: req.method ?? 'GET', path: query < 0 ? target : target.slice(0, query), rawQuery: query < 0 ? '' : target.slice(query + 1), headers };
+}
+
+class NodeChannel implements ResponseChannel {
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+  readonly #abort = new AbortController();
+  readonly done: Promise<void>;
+  #settle!: () => void;
+  #state: 'open' | 'finished' | 'aborted' = 'open';
+  /** Cuts the response when the client took nothing for MAX_STALL_SECONDS. */
+  #stallTimer: NodeJS.Timeout | null = null;
+
+  constructor(req: IncomingMessage, res: ServerResponse) {
+    this.#req = req;
+    this.#res = res;
+    this.done = new Promise((resolve) => (this.#settle = resolve));
+    res.once('finish', () => {
+      this.#state = 'finished';
+      this.#unstall();
+      this.#settle();
+    });
+    res.once('close', () => {
+      if (this.#state !== 'open') return;
+      this.#state = 'aborted';
+      this.#unstall();
+      this.#abort.abort();
+      this.#settle();
+    });
+    res.on('drain', () => this.#unstall());
+    req.socket.setTimeout(BODY_IDLE_MS); // node:http destroys a socket whose timeout nobody handles
+    req.once('end', () => req.socket.setTimeout(0));
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#state === 'aborted';
+  }
+
+  get completed(): boolean {
+    return this.#state === 'finished';
+  }
+
+  onBody(sink: (chunk: Buffer, isLast: boolean) => void): void {
+    this.#req.on('data', (chunk: Buffer) => sink(chunk, false));
+    this.#req.once('end', () => sink(Buffer.alloc(0), true));
+  }
+
+  pause(): void {
+    this.#req.pause();
+  }
+
+  resume(): void {
+    this.#req.resume();
+  }
+
+  send(status: number, headers: Iterable<[string, string]>, body: Uint8Array, closeConnection: boolean): void {
+    if (this.#state !== 'open') return;
+    this.#writeHead(status, headers, closeConnection);
+    this.#res.end(status === 204 || status === 304 ? undefined : body);
+    if (this.#res.writableNeedDrain) this.#stall();
+  }
+
+  startStream(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+    if (this.#state !== 'open') return;
+    this.#writeHead(status, headers, closeConnection);
+  }
+
+  write(data: Uint8Array): boolean {
+    if (this.#state !== 'open') return true;
+    const ok = this.#res.write(data);
+    if (!ok) this.#stall();
+    return ok;
+  }
+
+  writable(): Promise<void> {
+    if (this.#state !== 'open' || !this.#res.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve) => {
+      const settle = (): void => {
+        this.#res.off('drain', settle);
+        this.#res.off('close', settle);
+        resolve();
+      };
+      this.#res.on('drain', settle);
+      this.#res.on('close', settle);
+    });
+  }
+
+  end(): void {
+    if (this.#state !== 'open') return;
+    this.#res.end();
+  }
+
+  close(): void {
+    if (this.#state === 'open') this.#res.destroy();
+  }
+
+  cancelWork(): void {
+    this.#abort.abort();
+  }
+
+  #writeHead(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+    // the response takes over from the body's idle timeout; a stalled client is bounded by #stall
+    this.#req.socket.setTimeout(0);
+    this.#res.statusCode = status;
+    for (const [name, value] of headers) this.#res.setHeader(name, value);
+    if (closeConnection) this.#res.shouldKeepAlive = false;
+  }
+
+  #stall(): void {
+    this.#stallTimer ??= setTimeout(() => this.close(), MAX_STALL_SECONDS * 1000);
+  }
+
+  #unstall(): void {
+    if (this.#stallTimer) clearTimeout(this.#stallTimer);
+    this.#stallTimer = null;
+  }
+}
+
+class NodeSocket implements TransportSocket {
+  constructor(
+    private readonly socket: WebSocket,
+    /** Reports the close at once, as uWS does, rather than after the client answered the closing handshake. */
+    private readonly closed: (code: number, reason: string) => void,
+  ) {}
+  get bufferedAmount(): number {
+    return this.socket.bufferedAmount;
+  }
+  send(data: string | Uint8Array, binary: boolean): boolean {
+    if (this.socket.readyState !== this.socket.OPEN || this.socket.bufferedAmount > MAX_SOCKET_BACKLOG_BYTES) return false;
+    this.socket.send(data, { binary });
+    return true;
+  }
+  end(code: number, reason: string): void {
+    this.socket.close(code, reason);
+    this.closed(code, reason);
+  }
+}
+
+function rawData(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  return Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+}
+
+/** An HTTP answer written on a socket that is not (or no longer) an HTTP response: refusals of upgrades and parse errors. */
+function writeRawAnswer(socket: Duplex, status: number, headers: Record<string, string>, body: string): void {
+  const lines = [`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Unknown'}`];
+  for (const [name, value] of Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' }))
+    lines.push(`${name}: ${value}`);
+  socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`);
+}
+
+interface WsRouteEntry {
+  accept(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+export function createNodeTransport(): Transport {
+  // requests get no overall deadline: a 100 MiB upload over a slow link may take minutes (the body's idle timeout bounds stalls)
+  const server = http.createServer({ requestTimeout: 0 });
+  const wsRoutes = new Map<string, WsRouteEntry>();
+  const sockets = new Set<WebSocket>();
+
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || error.code === 'ECONNRESET') return void socket.destroy();
+    const refusal = new ApiError('invalid_request', `Malformed request: ${error.message.replace(/^Parse Error: /, '')}`);
+    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(refusal.toEnvelope()));
+  });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const { path } = readRequestHead(req);
+    const route = wsRoutes.get(path);
+    if (route) return route.accept(req, socket, head);
+    const refusal = new ApiError('not_found', `No WebSocket route for ${path}`);
+    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(refusal.toEnvelope()));
+  });
+
+  return {
+    name: 'node',
+
+    onRequest(handler) {
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => handler(readRequestHead(req), new NodeChannel(req, res)));
+    },
+
+    websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {
+      const protocolOf = new WeakMap<IncomingMessage, string>();
+      const wss = new WebSocketServer({
+        noServer: true,
+        maxPayload: options.dropAboveBytes,
+        perMessageDeflate: false,
+        handleProtocols: (_offered, req) => protocolOf.get(req) || false,
+      });
+      wsRoutes.set(pattern, {
+        accept(req, socket, head) {
+          const decision = handlers.upgrade(readRequestHead(req));
+          if ('refuse' in decision) return writeRawAnswer(socket, decision.refuse.status, decision.refuse.headers, decision.refuse.body);
+          protocolOf.set(req, decision.protocol);
+          wss.handleUpgrade(req, socket, head, (ws) => {
+            sockets.add(ws);
+            const { context } = decision;
+            let lastHeard = performance.now();
+            const idle =
+              options.idleTimeoutSeconds > 0
+                ? setInterval(
+                    () => {
+                      if (performance.now() - lastHeard > options.idleTimeoutSeconds * 1000) ws.terminate();
+                      else ws.ping();
+                    },
+                    (options.idleTimeoutSeconds * 1000) / 2,
+                  ).unref()
+                : null;
+            ws.on('pong', () => (lastHeard = performance.now()));
+            ws.on('message', (data, isBinary) => {
+              lastHeard = performance.now();
+              const bytes = rawData(data);
+              if (bytes.byteLength > options.maxMessageBytes) return handlers.oversized(context, bytes.byteLength);
+              handlers.message(context, isBinary ? bytes : bytes.toString('utf8'), isBinary);
+            });
+            // a protocol error (a message over dropAboveBytes, say) closes the socket; its message is the close's reason
+            let failure = '';
+            ws.on('error', (error) => (failure ||= error.message));
+            let reported = false;
+            const closed = (code: number, reason: string): void => {
+              if (idle) clearInterval(idle);
+              sockets.delete(ws);
+              if (reported) return;
+              reported = true;
+              handlers.close(context, code, reason);
+            };
+            ws.once('close', (code, reason) => closed(code, reason.toString('utf8') || failure));
+            handlers.open(new NodeSocket(ws, closed), context);
+          });
+        },
+      });
+    },
+
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          const address = server.address();
+          resolve(typeof address === 'object' && address ? address.port : port);
+        });
+      });
+    },
+
+    stopListening() {
+      server.close();
+    },
+
+    closeAll() {
+      for (const ws of sockets) ws.terminate();
+      server.closeAllConnections();
+    },
+  };
+}

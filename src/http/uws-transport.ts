@@ -1,0 +1,346 @@
+/**
+ * The uWebSockets.js transport: the only code that touches uWS objects. uWS is fast but unforgiving, and this
+ * file enforces its rules: `onAborted` and `onData` attached synchronously in the request handler, request data
+ * copied before the handler returns, every write outside a uWS callback corked, nothing touched after an abort or
+ * after completion (uWS crashes on it), big bodies and streams through `onWritable` backpressure.
+ *
+ * uWS closes a connection about 10 s after a write it could not pass on, unless the client drains it. A client
+ * may stop reading for a while (an audio player on pause), so while the client takes nothing a response queues what
+ * it is given and every 2 s hands uWS queued bytes until one write is held back again, which restarts uWS's timer;
+ * it gives up, cutting the response, after MAX_STALL_SECONDS.
+ */
+import { STATUS_CODES } from 'node:http';
+import type { RequestHead } from './request.js';
+import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
+import type { UwsApp, UwsListenSocket, UwsModule, UwsRequest, UwsResponse, WebSocket } from './uws.js';
+
+/** Stream bytes a stalled response takes before `write()` asks the producer to wait. */
+const STALLED_QUEUE_BYTES = 1024 * 1024;
+/** Well under uWS's 10 s timeout: how often a stalled response hands uWS what waits. */
+const KEEP_ALIVE_MS = 2000;
+/** Larger than uWS's 16 KiB cork buffer, so each write's outcome is known at once. */
+const KEEP_ALIVE_PIECE_BYTES = 64 * 1024;
+
+/** Copies what the request offers; the uWS request is invalid once its handler returns. */
+function readRequestHead(req: UwsRequest): RequestHead {
+  const headers: Record<string, string> = Object.create(null);
+  req.forEach((name, value) => {
+    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+  });
+  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery(), headers };
+}
+
+class UwsChannel implements ResponseChannel {
+  readonly #res: UwsResponse;
+  #state: 'open' | 'finished' | 'aborted' = 'open';
+  readonly #abort = new AbortController();
+  readonly done: Promise<void>;
+  #settle!: () => void;
+  #completed = false;
+  #bodySink: ((chunk: Buffer, isLast: boolean) => void) | null = null;
+  /** A body uWS has not fully taken yet; the rest goes out from the writable handler. */
+  #unsentBody: Uint8Array | null = null;
+  #writableHandlerSet = false;
+  #writableWaiters: (() => void)[] = [];
+  /** Stream bytes waiting while the client takes nothing. */
+  #queued: Buffer[] = [];
+  #queuedBytes = 0;
+  /** When the client stopped taking bytes; null while it keeps up. */
+  #stalledSince: number | null = null;
+  #keepAlive: NodeJS.Timeout | null = null;
+  /** end() was called while bytes still queued: the stream ends once they went out. */
+  #endWhenDrained = false;
+
+  /** Must run synchronously inside the uWS request handler, before any await. */
+  constructor(res: UwsResponse) {
+    this.#res = res;
+    this.done = new Promise((resolve) => (this.#settle = resolve));
+    res.onAborted(() => {
+      this.#state = 'aborted';
+      this.#lost();
+    });
+    // uWS reuses a chunk's memory once this returns: copied
+    res.onData((chunk, isLast) => this.#bodySink?.(Buffer.copyBytesFrom(new Uint8Array(chunk)), isLast));
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  get aborted(): boolean {
+    return this.#state === 'aborted';
+  }
+
+  get completed(): boolean {
+    return this.#completed;
+  }
+
+  onBody(sink: (chunk: Buffer, isLast: boolean) => void): void {
+    this.#bodySink = sink;
+  }
+
+  pause(): void {
+    this.#use((res) => res.pause());
+  }
+
+  resume(): void {
+    this.#use((res) => res.resume());
+  }
+
+  send(status: number, headers: Iterable<[string, string]>, body: Uint8Array, closeConnection: boolean): void {
+    this.#use((res) => {
+      writeHead(res, status, headers);
+      if (closeConnection) {
+        res.end(body, true); // uWS adds `Connection: close`
+      } else if (status === 204 || status === 304) {
+        res.endWithoutBody(); // no Content-Length for statuses that never have a body
+      } else if (!res.tryEnd(body, body.byteLength)[1]) {
+        this.#unsentBody = body;
+        this.#stall();
+        return;
+      }
+      this.#complete();
+    });
+  }
+
+  startStream(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+    this.#use((res) => {
+      writeHead(res, status, headers);
+      // uWS's own end(…, closeConnection) would write its Connection header into a chunked body: said up front
+      if (closeConnection) res.writeHeader('connection', 'close');
+    });
+  }
+
+  write(data: Uint8Array): boolean {
+    if (this.#state !== 'open') return true;
+    if (this.#stalledSince !== null) {
+      this.#queued.push(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+      this.#queuedBytes += data.byteLength;
+      return this.#queuedBytes < STALLED_QUEUE_BYTES;
+    }
+    if (this.#use((res) => res.write(data)) === false) this.#stall();
+    return true;
+  }
+
+  writable(): Promise<void> {
+    if (this.#state !== 'open' || this.#queuedBytes < STALLED_QUEUE_BYTES) return Promise.resolve();
+    return new Promise((resolve) => this.#writableWaiters.push(resolve));
+  }
+
+  end(): void {
+    if (this.#state !== 'open') return;
+    if (this.#queuedBytes > 0) {
+      this.#endWhenDrained = true; // the writable handler ends it
+      return;
+    }
+    this.#use((res) => res.end());
+    this.#complete();
+  }
+
+  close(): void {
+    if (this.#state === 'open') this.#res.close();
+  }
+
+  cancelWork(): void {
+    this.#abort.abort();
+  }
+
+  /** Runs `fn` with the response corked, unless it was aborted or completed (then `fn` does not run). */
+  #use<T>(fn: (res: UwsResponse) => T): T | undefined {
+    if (this.#state !== 'open') return undefined;
+    let result: T | undefined;
+    this.#res.cork(() => {
+      result = fn(this.#res);
+    });
+    return result;
+  }
+
+  #complete(): void {
+    this.#state = 'finished';
+    this.#completed = true;
+    this.#unstall();
+    this.#settle();
+  }
+
+  #lost(): void {
+    this.#unstall();
+    this.#abort.abort();
+    this.#releaseWriters();
+    this.#settle();
+  }
+
+  /** The client takes no more for now: watch for writable, and keep the connection alive meanwhile. */
+  #stall(): void {
+    if (this.#stalledSince !== null) return;
+    this.#stalledSince = performance.now();
+    this.#use((res) => {
+      if (this.#writableHandlerSet) return;
+      this.#writableHandlerSet = true;
+      res.onWritable((offset) => this.#onWritable(offset));
+    });
+    this.#keepAlive = setInterval(() => this.#keepConnectionAlive(), KEEP_ALIVE_MS);
+  }
+
+  #unstall(): void {
+    this.#stalledSince = null;
+    if (this.#keepAlive) clearInterval(this.#keepAlive);
+    this.#keepAlive = null;
+  }
+
+  /**
+   * uWS restarts its timer only when a write cannot be passed on at once, so this hands it what waits, piece by
+   * piece, until one piece is held back (the kernel's buffers are full: the client really takes nothing).
+   */
+  #keepConnectionAlive(): void {
+    if (this.#stalledSince === null || this.#state !== 'open') return this.#unstall();
+    if (performance.now() - this.#stalledSince > MAX_STALL_SECONDS * 1000) {
+      this.#unstall();
+      this.close();
+      return;
+    }
+    this.#use((res) => {
+      const body = this.#unsentBody;
+      if (body) {
+        for (let offset = res.getWriteOffset(); offset < body.byteLength - 1; offset = res.getWriteOffset()) {
+          if (!res.tryEnd(body.subarray(offset, Math.min(offset + KEEP_ALIVE_PIECE_BYTES, body.byteLength - 1)), body.byteLength)[0]) return;
+        }
+        return;
+      }
+      // nothing left to send when the queue runs dry: then uWS's own timer ends the connection
+      while (this.#queued.length > 0) {
+        const head = this.#queued[0] as Buffer;
+        const piece = head.subarray(0, KEEP_ALIVE_PIECE_BYTES);
+        this.#queued[0] = head.subarray(piece.byteLength);
+        if (this.#queued[0].byteLength === 0) this.#queued.shift();
+        this.#queuedBytes -= piece.byteLength;
+        if (!res.write(piece)) break;
+      }
+    });
+    if (this.#queuedBytes < STALLED_QUEUE_BYTES) this.#releaseWriters();
+  }
+
+  #onWritable(offset: number): boolean {
+    const body = this.#unsentBody;
+    if (body) {
+      const [ok, done] = this.#use((res) => res.tryEnd(body.subarray(offset), body.byteLength)) ?? [true, true];
+      if (done) {
+        this.#unsentBody = null;
+        this.#complete();
+      }
+      return ok;
+    }
+    const queued = this.#queued.length > 0 ? Buffer.concat(this.#queued) : null;
+    this.#queued = [];
+    this.#queuedBytes = 0;
+    // while a writable handler is set, uWS leaves its buffered bytes alone; the uncork at the end of #use sends them
+    const ok = this.#use((res) => (queued ? res.write(queued) : true)) ?? true;
+    if (!ok) return false;
+    this.#unstall();
+    if (this.#endWhenDrained) {
+      this.#use((res) => res.end());
+      this.#complete();
+    }
+    this.#releaseWriters();
+    return true;
+  }
+
+  #releaseWriters(): void {
+    const waiters = this.#writableWaiters;
+    this.#writableWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+function writeHead(res: UwsResponse, status: number, headers: Iterable<[string, string]>): void {
+  res.writeStatus(`${status} ${STATUS_CODES[status] ?? 'Unknown'}`);
+  for (const [name, value] of headers) res.writeHeader(name, value);
+}
+
+interface SocketData<C> {
+  context: C;
+}
+
+class UwsSocket<C> implements TransportSocket {
+  constructor(private readonly socket: WebSocket<SocketData<C>>) {}
+  get bufferedAmount(): number {
+    return this.socket.getBufferedAmount();
+  }
+  send(data: string | Uint8Array, binary: boolean): boolean {
+    let sent = false;
+    this.socket.cork(() => {
+      sent = this.socket.send(data, binary) !== 2; // 2 = dropped (over the backpressure limit)
+    });
+    return sent;
+  }
+  end(code: number, reason: string): void {
+    this.socket.end(code, reason);
+  }
+}
+
+export function createUwsTransport(uws: UwsModule): Transport {
+  const app = uws.App() as UwsApp;
+  let listenSocket: UwsListenSocket | null = null;
+  return {
+    name: 'uws',
+
+    onRequest(handler) {
+      app.any('/*', (res, req) => handler(readRequestHead(req), new UwsChannel(res)));
+    },
+
+    websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {
+      app.ws<SocketData<C>>(pattern, {
+        maxPayloadLength: options.dropAboveBytes,
+        idleTimeout: options.idleTimeoutSeconds,
+        maxBackpressure: 16 * 1024 * 1024,
+        sendPingsAutomatically: true,
+        upgrade: (res, req, context) => {
+          const head = readRequestHead(req);
+          const decision = handlers.upgrade(head);
+          if ('refuse' in decision) {
+            const { status, headers, body } = decision.refuse;
+            return void res.cork(() => {
+              writeHead(res, status, Object.entries(headers));
+              res.end(body);
+            });
+          }
+          const { protocol, context: socketContext } = decision;
+          res.upgrade<SocketData<C>>(
+            { context: socketContext },
+            head.headers['sec-websocket-key'] ?? '',
+            protocol,
+            head.headers['sec-websocket-extensions'] ?? '',
+            context,
+          );
+        },
+        open: (socket) => handlers.open(new UwsSocket(socket), socket.getUserData().context),
+        message: (socket, message, isBinary) => {
+          const { context } = socket.getUserData();
+          if (message.byteLength > options.maxMessageBytes) return handlers.oversized(context, message.byteLength);
+          // copied: uWS reuses the buffer once this callback returns
+          handlers.message(context, isBinary ? Buffer.from(message.slice(0)) : Buffer.from(message).toString('utf8'), isBinary);
+        },
+        drain: (socket) => handlers.drain?.(socket.getUserData().context),
+        close: (socket, code, message) => handlers.close(socket.getUserData().context, code, Buffer.from(message).toString('utf8')),
+      });
+    },
+
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`cannot listen on ${host}:${port} (address in use, or not permitted)`));
+          listenSocket = socket;
+          resolve(uws.us_socket_local_port(socket));
+        });
+      });
+    },
+
+    stopListening() {
+      if (listenSocket) uws.us_listen_socket_close(listenSocket);
+      listenSocket = null;
+    },
+
+    closeAll() {
+      app.close();
+    },
+  };
+}

@@ -1,0 +1,17 @@
+/**
+ * The transport the HTTP and WebSocket tests run on: VOXD_TRANSPORT (`uws`, `node`), else voxd's own choice
+ * (`auto`). `npm test` runs those suites once more on node:http (scripts/test.mjs).
+ */
+import { createTransport, TRANSPORT_PREFERENCES, type TransportPreference } from '../../src/http/transports.js';
+import type { Transport } from '../../src/http/transport.js';
+
+export function transportUnderTest(): TransportPreference {
+  const wanted = process.env.VOXD_TRANSPORT ?? 'auto';
+  if (!(TRANSPORT_PREFERENCES as readonly string[]).includes(wanted)) throw new Error(`VOXD_TRANSPORT=${wanted}: use ${TRANSPORT_PREFERENCES.join(', ')}`);
+  return wanted as TransportPreference;
+}
+
+/** A fresh transport of the kind under test, for servers a test builds itself. */
+export function testTransport(): Transport {
+  return createTransport(transportUnderTest()).transport;
+}
