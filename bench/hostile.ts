@@ -5,7 +5,7 @@
  * with the heavy ones (a 590 s separation, several concurrent FIFO references) the test suite leaves out.
  * The memory of live sessions has a soak of its own: `npm run bench:soak`.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +22,7 @@ import {
   wsUpgrade,
 } from '../test/helpers/hostile.js';
 import { interleavedWavBytes } from '../test/helpers/wav.js';
+import { startCliServer } from './cli-server.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-hostile-'));
@@ -33,37 +34,13 @@ function report(defect: string, sent: string, saw: string): void {
   console.log(line);
 }
 
-async function serve(port: number, flags: string[] = []): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(root, 'dist', 'src', 'cli.js'),
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--log-dir',
-      path.join(scratch, `logs-${port}`),
-      ...flags,
-    ],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub'), VOXD_CACHE_DIR: path.join(scratch, 'cache') },
-    },
-  );
-  for (let i = 0; i < 200 && !(await healthy(`http://127.0.0.1:${port}`)); i++) await sleep(50);
-  return child;
-}
-
 function peakRssMiB(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
 }
 
-const PORT = 18731;
-const base = `http://127.0.0.1:${PORT}`;
-const server = await serve(PORT, ['--allowed-origins', 'http://good.test', '--max-input-chars', '20000']);
+const server = await startCliServer(scratch, ['--allowed-origins', 'http://good.test', '--max-input-chars', '20000']);
+const { base } = server;
 console.log(`voxd on ${base} (pid ${server.pid}), scratch ${scratch}\n`);
 
 // 1. text that crashed libflite
@@ -101,11 +78,7 @@ for (const ref of ['/dev/zero', fifo]) {
   );
 }
 const after = await postJson(base, '/v1/audio/speech', { model: pocket, input: 'Still speaking.', max_tokens: 4, response_format: 'pcm' });
-report(
-  '2 ref_audio',
-  'then a plain request to the same model',
-  `${after.status}, ${Math.round(after.ms)} ms; server RSS peak ${peakRssMiB(server.pid as number)} MiB`,
-);
+report('2 ref_audio', 'then a plain request to the same model', `${after.status}, ${Math.round(after.ms)} ms; server RSS peak ${peakRssMiB(server.pid)} MiB`);
 
 // 4. admission per request
 const hundred = await postJson(base, '/v1/audio/speech', { model: 'tts-1', input: 'Yes. '.repeat(100), response_format: 'pcm' });
@@ -139,7 +112,7 @@ const long = interleavedWavBytes(
   report(
     '6 long separation',
     `590 s stereo 44.1 kHz (${Math.round(long.length / 1048576)} MiB)`,
-    `${response.status}, ${Math.round(bytes / 1048576)} MiB of JSON in ${Math.round((performance.now() - started) / 1000)} s; RSS peak ${peakRssMiB(server.pid as number)} MiB`,
+    `${response.status}, ${Math.round(bytes / 1048576)} MiB of JSON in ${Math.round((performance.now() - started) / 1000)} s; RSS peak ${peakRssMiB(server.pid)} MiB`,
   );
 }
 
@@ -215,11 +188,11 @@ for (const [name, id] of [
     (e: Error) => e.message,
   );
   await sleep(3000);
-  const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)));
-  server.kill('SIGTERM');
+  const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+  server.child.kill('SIGTERM');
   await sleep(500);
   const second = performance.now();
-  server.kill('SIGTERM');
+  server.child.kill('SIGTERM');
   const code = await exited;
   report('5 second SIGTERM', 'during a 590 s separation', `exit ${code} after ${Math.round(performance.now() - second)} ms; the client saw ${await reply}`);
 }

@@ -16,7 +16,6 @@
  * a session or request failed. `--env NAME=VALUE` (repeatable) sets the server's environment, e.g.
  * `--env MALLOC_ARENA_MAX=2`.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
@@ -27,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { cliEnv, freePort } from '../test/helpers/process.js';
+import { startCliServer, stopCliServer } from './cli-server.js';
 import { pcm16, readWavMono, wavBytes } from '../test/helpers/wav.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -155,38 +154,13 @@ async function speech(base: string): Promise<void> {
   await response.arrayBuffer();
 }
 
-async function startServer(scratch: string): Promise<{ child: ChildProcess; base: string; stderr: () => string }> {
-  const port = await freePort();
-  const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(scratch, 'logs')];
-  args.push('--max-realtime-sessions', String(Math.max(100, sessions)));
-  const child = spawn(process.execPath, [path.join(root, 'dist', 'src', 'cli.js'), ...args], {
-    cwd: root,
-    env: cliEnv(scratch, serverEnv),
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = performance.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the server exited (${child.exitCode}): ${stderr}`);
-    const ready = await fetch(`${base}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ready) return { child, base, stderr: () => stderr };
-    if (performance.now() > deadline) throw new Error(`the server was not ready within 30 s: ${stderr}`);
-    await sleep(100);
-  }
-}
-
 async function main(): Promise<void> {
   const turns = turnsOfSpeech();
   const clip = readWavMono(path.join(speechDir, CLIPS[0] as string));
   const wav = wavBytes(clip.samples, clip.sampleRate);
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-soak-'));
-  const server = await startServer(scratch);
-  const pid = server.child.pid as number;
+  const server = await startCliServer(scratch, ['--max-realtime-sessions', String(Math.max(100, sessions))], serverEnv);
+  const pid = server.pid;
   const limit = Number.isFinite(minutes) ? `${minutes} min` : 'no time limit';
   console.log(
     `voxd soak: server pid ${pid}, ${sessions} sessions + ${httpPerRound} transcriptions + ${httpPerRound} speeches a round, ${Number.isFinite(rounds) ? rounds : '∞'} rounds, ${limit}`,
@@ -224,8 +198,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    server.child.kill('SIGTERM');
-    await new Promise((resolve) => server.child.once('exit', resolve));
+    await stopCliServer(server);
     await fsp.rm(scratch, { recursive: true, force: true });
   }
   const first = figures[0] ?? 0;

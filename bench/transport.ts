@@ -4,50 +4,15 @@
  * fast as they can for 5 s: `GET /v1/models`, then a 100 KB multipart upload refused as malformed (400), then WebSocket round trips
  * (a JSON event on /v1/realtime answered by an error event). Prints requests per second and the ratio.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
+import { startCliServer, stopCliServer } from './cli-server.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CONNECTIONS = 64;
 const SECONDS = 5;
-
-async function serve(transport: string, port: number, scratch: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(root, 'dist', 'src', 'cli.js'),
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--transport',
-      transport,
-      '--log-level',
-      'warn',
-      '--max-realtime-sessions',
-      String(CONNECTIONS),
-      '--log-dir',
-      scratch,
-    ],
-    { stdio: 'ignore', env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9' } },
-  );
-  for (let i = 0; i < 200; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) return child;
-    await sleep(50);
-  }
-  throw new Error(`the ${transport} server did not start`);
-}
 
 /** Requests per second that CONNECTIONS keep-alive connections get through `request` for SECONDS. */
 async function rate(port: number, options: http.RequestOptions, body?: Buffer): Promise<number> {
@@ -97,9 +62,16 @@ async function wsRate(port: number): Promise<number> {
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-transport-'));
 const upload = Buffer.alloc(100 * 1024, 0x41);
 const results: Record<string, Record<string, number>> = {};
-for (const [i, transport] of ['uws', 'node'].entries()) {
-  const port = 18800 + i;
-  const server = await serve(transport, port, path.join(scratch, transport));
+for (const transport of ['uws', 'node']) {
+  const server = await startCliServer(path.join(scratch, transport), [
+    '--transport',
+    transport,
+    '--log-level',
+    'warn',
+    '--max-realtime-sessions',
+    String(CONNECTIONS),
+  ]);
+  const port = Number(new URL(server.base).port);
   results[transport] = {
     'GET /v1/models': await rate(port, { path: '/v1/models' }),
     'POST 100 KB, refused': await rate(
@@ -109,8 +81,7 @@ for (const [i, transport] of ['uws', 'node'].entries()) {
     ),
     'WS event round trip': await wsRate(port),
   };
-  server.kill('SIGTERM');
-  await new Promise((resolve) => server.once('exit', resolve));
+  await stopCliServer(server);
 }
 fs.rmSync(scratch, { recursive: true, force: true });
 console.log(`${CONNECTIONS} connections, ${SECONDS} s each, Node ${process.version}, ${os.availableParallelism()} cores (the load generator shares them):`);
