@@ -62,7 +62,8 @@ function resolveVoice(model: TtsModel, voice: string | null | undefined): string
   const wanted = voice.toLowerCase();
   const own = model.voices.find((v) => v.id.toLowerCase() === wanted || v.name.toLowerCase() === wanted);
   if (own) return own.id;
-  const alias = model.voiceAliases?.[wanted];
+  // own keys only: `__proto__` or `constructor` must not find Object.prototype's members
+  const alias = model.voiceAliases && Object.hasOwn(model.voiceAliases, wanted) ? model.voiceAliases[wanted] : undefined;
   if (alias) return alias;
   const offered = [...model.voices.map((v) => v.id), ...Object.keys(model.voiceAliases ?? {})].join(', ');
   throw new ApiError('invalid_request', `unknown voice '${voice}' for model ${model.id}; voices: ${offered}`, { param: 'voice' });

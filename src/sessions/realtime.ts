@@ -91,12 +91,16 @@ export class RealtimeSession extends LiveSocketSession {
           'invalid_request_error',
           'binary frames are not part of the protocol: send JSON events (audio as base64 in input_audio_buffer.append)',
         );
+      let parsed: unknown;
       try {
-        event = JSON.parse(data as string) as ClientEvent;
+        parsed = JSON.parse(data as string);
       } catch {
         throw new LiveError('invalid_json', 'the message is not valid JSON');
       }
-      if (typeof event !== 'object' || event === null || Array.isArray(event)) throw new LiveError('invalid_request_error', 'an event must be a JSON object');
+      // kept for the error's event_id only once it is an object (`null` is valid JSON)
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+        throw new LiveError('invalid_request_error', 'an event must be a JSON object');
+      event = parsed as ClientEvent;
       await this.dispatch(event);
     } catch (error) {
       this.fail(error, event);
@@ -145,9 +149,12 @@ export class RealtimeSession extends LiveSocketSession {
     const session = (event.session ?? {}) as Record<string, unknown>;
     if (typeof session !== 'object' || session === null) throw new LiveError('invalid_request_error', 'session must be an object', 'session');
     const input = family === 'ga' ? (((session.audio as Record<string, unknown>)?.input ?? {}) as Record<string, unknown>) : session;
-    const transcription = (family === 'ga' ? input.transcription : session.input_audio_transcription) as Record<string, unknown> | null | undefined;
+    const transcription =
+      family === 'ga'
+        ? objectField(input.transcription, 'session.audio.input.transcription')
+        : objectField(session.input_audio_transcription, 'session.input_audio_transcription');
     const turnDetection = input.turn_detection;
-    const format = (family === 'ga' ? input.format : undefined) as Record<string, unknown> | undefined;
+    const format = family === 'ga' ? objectField(input.format, 'session.audio.input.format') : undefined;
 
     const next = { ...this.transcriber.settings };
     const model = (typeof session.model === 'string' && session.model) || (typeof transcription?.model === 'string' && transcription.model) || null;
@@ -238,6 +245,13 @@ export class RealtimeSession extends LiveSocketSession {
   private emit(type: string, payload: Record<string, unknown>): void {
     this.connection.send({ event_id: eventId(), type, ...payload });
   }
+}
+
+/** A settings object of the event (absent or null as it is), or an error naming it when it is no object. */
+function objectField(value: unknown, param: string): Record<string, unknown> | null | undefined {
+  if (value === undefined || value === null) return value;
+  if (typeof value !== 'object' || Array.isArray(value)) throw new LiveError('invalid_request_error', `${param} must be an object`, param);
+  return value as Record<string, unknown>;
 }
 
 function parseTurnDetection(value: unknown): TurnDetection | null {

@@ -6,12 +6,11 @@
  * (hang); the engine rejects the text, or speaks more audio than its characters or its tokens could hold
  * (failure).
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import { FLITE_INSTALLED } from '../helpers/transcripts.js';
 import { generateText, mutateBytes, mutateText } from './mutators.js';
 import type { Rng } from './random.js';
 import { jsonFormat, type Finding, type FuzzTarget } from './target.js';
+import { WorkerChild } from './worker-child.js';
 
 export interface FliteInput {
   text: string;
@@ -21,8 +20,9 @@ export interface FliteInput {
   speed: number;
 }
 
-export type FliteChildRequest = FliteInput & { id: number };
-export type FliteChildReply = { ready: true; sampleRate: number } | { id: number; samples: number; ms: number } | { id: number; error: string };
+/** What the child (flite-worker.ts) answers: how much audio, and how long the synthesis took. */
+export type FliteReply = { samples: number; ms: number } | { error: string };
+export type FliteReady = { sampleRate: number };
 
 export type SpeakOutcome =
   { kind: 'audio'; seconds: number; ms: number } | { kind: 'error'; message: string } | { kind: 'died'; detail: string } | { kind: 'timeout'; ms: number };
@@ -46,104 +46,26 @@ const GRACE_MS = 5000;
 const MAX_AUDIO_SECONDS_PER_CHAR = 1;
 /** ...and a token, what lies between spaces (64 characters spelled out is well under this). */
 const MAX_AUDIO_SECONDS_PER_TOKEN = 60;
-const WORKER = new URL('./flite-worker.js', import.meta.url);
-const READY_MS = 60_000;
 
 /** How long the synthesis of `input` may go on before it is stopped as a hang. */
 export function stopMs(input: FliteInput): number {
   return (STOP_MS_PER_4096_CHARS * Math.max(1, Math.ceil(input.text.length / MAX_TEXT))) / Math.min(1, input.speed);
 }
 
-/**
- * glibc's checking allocator, where it is installed: a heap overflow then aborts when the block is freed, in the
- * synthesis that made it, instead of corrupting the heap for a later input to trip over.
- */
-function heapCheckEnv(): NodeJS.ProcessEnv {
-  const debugMalloc = ['/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0', '/usr/lib/aarch64-linux-gnu/libc_malloc_debug.so.0'].find((f) => fs.existsSync(f));
-  return debugMalloc ? { LD_PRELOAD: debugMalloc, GLIBC_TUNABLES: 'glibc.malloc.check=3' } : {};
-}
-
-/** The last lines of a child's stderr, for a finding's detail. */
-function tail(text: string): string {
-  return text.trim().split('\n').slice(-3).join(' | ').slice(-400);
-}
-
-/**
- * The flite engine in a child process, started on first use and again after it died or hung. One synthesis at
- * a time.
- */
+/** The flite engine in a child process (flite-worker.ts), started on first use and again after it died or hung. */
 export class FliteChild {
-  private child: ChildProcess | null = null;
-  private sampleRate = 0;
-  private stderr = '';
-  private nextId = 1;
+  private readonly worker = new WorkerChild<FliteInput, FliteReply, FliteReady>(new URL('./flite-worker.js', import.meta.url), 'flite');
 
   /** Speaks `input`; `died` and `timeout` leave no child behind (the next call starts a fresh one). */
   async speak(input: FliteInput, timeoutMs: number): Promise<SpeakOutcome> {
-    const child = await this.started();
-    const id = this.nextId++;
-    const outcome = await new Promise<SpeakOutcome>((resolve) => {
-      const onMessage = (reply: FliteChildReply): void => {
-        if (!('id' in reply) || reply.id !== id) return;
-        settle('error' in reply ? { kind: 'error', message: reply.error } : { kind: 'audio', seconds: reply.samples / this.sampleRate, ms: reply.ms });
-      };
-      const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
-        settle({ kind: 'died', detail: `${signal ?? `exit code ${code}`}${this.stderr ? `: ${tail(this.stderr)}` : ''}` });
-      };
-      const timer = setTimeout(() => settle({ kind: 'timeout', ms: timeoutMs }), timeoutMs);
-      const settle = (result: SpeakOutcome): void => {
-        clearTimeout(timer);
-        child.off('message', onMessage);
-        child.off('exit', onExit);
-        resolve(result);
-      };
-      child.on('message', onMessage);
-      child.on('exit', onExit);
-      child.send(
-        { id, ...input } satisfies FliteChildRequest,
-        (error) => error && settle({ kind: 'died', detail: `could not be sent the input: ${error.message}` }),
-      );
-    });
-    if (outcome.kind === 'died' || outcome.kind === 'timeout') await this.stop();
-    return outcome;
+    const outcome = await this.worker.call(input, timeoutMs);
+    if (outcome.kind !== 'reply') return outcome;
+    const { reply } = outcome;
+    return 'error' in reply ? { kind: 'error', message: reply.error } : { kind: 'audio', seconds: reply.samples / this.worker.ready.sampleRate, ms: reply.ms };
   }
 
-  /** Kills the child, if any, and waits for it to go. */
-  async stop(): Promise<void> {
-    const child = this.child;
-    this.child = null;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill('SIGKILL');
-    await exited;
-  }
-
-  private async started(): Promise<ChildProcess> {
-    if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
-    this.stderr = '';
-    const child = fork(WORKER, [], { serialization: 'advanced', stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, ...heapCheckEnv() } });
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr = (this.stderr + chunk).slice(-4096)));
-    this.sampleRate = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => fail(`did not load flite within ${READY_MS} ms`), READY_MS);
-      const onMessage = (reply: FliteChildReply): void => {
-        if ('ready' in reply) done(() => resolve(reply.sampleRate));
-      };
-      const onExit = (code: number | null, signal: NodeJS.Signals | null): void => fail(`exited (${signal ?? code}) before it was ready: ${tail(this.stderr)}`);
-      const fail = (why: string): void => done(() => reject(new Error(`the flite child ${why}`)));
-      const done = (then: () => void): void => {
-        clearTimeout(timer);
-        child.off('message', onMessage);
-        child.off('exit', onExit);
-        then();
-      };
-      child.on('message', onMessage);
-      child.on('exit', onExit);
-    }).catch(async (error: unknown) => {
-      child.kill('SIGKILL');
-      throw error;
-    });
-    this.child = child;
-    return child;
+  stop(): Promise<void> {
+    return this.worker.stop();
   }
 }
 

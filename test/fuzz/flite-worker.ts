@@ -4,18 +4,16 @@
  * audio came out. A text that breaks libflite takes down this process only.
  */
 import { loadFliteModel } from '../../src/engines/flite.js';
-import type { FliteChildReply, FliteChildRequest } from './flite-text.js';
-
-const send = (reply: FliteChildReply): void => void process.send?.(reply);
+import type { FliteInput, FliteReady, FliteReply } from './flite-text.js';
+import { answerParent } from './worker-child.js';
 
 const model = await loadFliteModel();
-process.on('disconnect', () => process.exit(0)); // the parent went away
-process.on('message', (request: FliteChildRequest) => {
+answerParent<FliteInput, FliteReply, FliteReady>({ sampleRate: model.sampleRate }, async (input) => {
   const started = performance.now();
-  model.synthesize({ text: request.text, voice: request.voice, speed: request.speed }).then(
-    (samples) => send({ id: request.id, samples: samples.length, ms: performance.now() - started }),
-    (error: unknown) =>
-      send({ id: request.id, error: error instanceof Error ? `${(error as { code?: string }).code ?? error.name}: ${error.message}` : String(error) }),
-  );
+  try {
+    const samples = await model.synthesize({ text: input.text, voice: input.voice, speed: input.speed });
+    return { samples: samples.length, ms: performance.now() - started };
+  } catch (error) {
+    return { error: error instanceof Error ? `${(error as { code?: string }).code ?? error.name}: ${error.message}` : String(error) };
+  }
 });
-send({ ready: true, sampleRate: model.sampleRate });

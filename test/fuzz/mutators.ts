@@ -1,8 +1,9 @@
 /**
  * Ways to make new inputs from seeds: byte mutations (for bodies, uploads and text seen as UTF-8), text mutations
- * (which may split surrogate pairs: lone surrogates are wanted), and generators of structured text from scratch:
+ * (which may split surrogate pairs: lone surrogates are wanted), generators of structured text from scratch:
  * the shapes that break text front ends (runs of punctuation, long tokens, numbers, abbreviations, Unicode,
- * control characters, markup).
+ * control characters, markup), and JSON mutations (request bodies, realtime events) that keep the document
+ * well-formed but change its types, keys, nesting and values, with the text written out sometimes bent.
  */
 import type { Rng } from './random.js';
 
@@ -64,8 +65,11 @@ export function mutateBytes(rng: Rng, bytes: Uint8Array, seeds: readonly Uint8Ar
   function repeatRange(b: Uint8Array): Uint8Array {
     const [start, end] = span(rng, b.length, 16);
     const piece = b.subarray(start, end);
-    const copies = Array.from({ length: rng.length(Math.floor(maxLength / Math.max(1, piece.length))) }, () => piece);
-    return concatBytes(b.subarray(0, end), ...copies, b.subarray(end));
+    const copies = rng.length(Math.floor(maxLength / Math.max(1, piece.length)));
+    // one array filled in place: thousands of copies as arguments would overflow the stack
+    const run = new Uint8Array(piece.length * copies);
+    for (let i = 0; i < copies; i++) run.set(piece, i * piece.length);
+    return concatBytes(b.subarray(0, end), run, b.subarray(end));
   }
   function spliceSeed(b: Uint8Array): Uint8Array {
     const donor = seeds.length > 0 ? rng.pick(seeds) : b;
@@ -309,4 +313,183 @@ function spliced(rng: Rng, seeds: readonly string[]): string {
   const donor = rng.pick(seeds);
   const [from, to] = span(rng, donor.length);
   return donor.slice(from, to);
+}
+
+// ---- JSON ----
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** Keys a JSON mutation may add, and values worth trying for some of them (valid ones and near misses). */
+export interface JsonVocabulary {
+  keys: readonly string[];
+  values: Readonly<Record<string, readonly Json[]>>;
+}
+
+/** Numbers on the edges: zero's signs, integer limits, float limits, fractions where integers are expected. */
+const EDGE_NUMBERS = [
+  0,
+  -0,
+  1,
+  -1,
+  0.5,
+  2,
+  3.999,
+  255,
+  256,
+  65535,
+  2 ** 31 - 1,
+  2 ** 31,
+  2 ** 32 - 2,
+  2 ** 32,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 63),
+  1e21,
+  1e308,
+  -1e308,
+  5e-324,
+];
+/** Strings that other types are often parsed from. */
+const EDGE_STRINGS = ['', ' ', '0', '-1', '1e999', 'NaN', 'Infinity', 'null', 'true', 'false', 'undefined', '[]', '{}', '__proto__', 'constructor'];
+
+/** A JSON value of any type, often an awkward one; nests up to `depth` more levels. */
+export function awkwardJson(rng: Rng, depth = 3): Json {
+  return rng.weighted<() => Json>([
+    [3, () => rng.pick(EDGE_NUMBERS)],
+    [1, () => (rng.float() - 0.5) * 10 ** rng.int(-5, 12)],
+    [2, () => rng.pick(EDGE_STRINGS)],
+    [3, () => awkwardToken(rng, 64)],
+    [1, () => generateText(rng, 2000)],
+    [1, () => rng.pick(['x', '\u0000', 'é', '😀']).repeat(rng.length(100_000))],
+    [2, () => rng.pick([true, false, null])],
+    [depth > 0 ? 2 : 0, () => Array.from({ length: rng.length(8) - 1 }, () => awkwardJson(rng, depth - 1))],
+    [depth > 0 ? 2 : 0, () => Object.fromEntries(Array.from({ length: rng.length(6) - 1 }, () => [awkwardToken(rng, 16), awkwardJson(rng, depth - 1)]))],
+    // deep nesting (deeper still as text, in jsonText: JSON.stringify and structuredClone recurse here too)
+    [1, () => nested(rng.length(500), rng.chance(0.5) ? '[]' : '{}')],
+  ])();
+}
+
+function nested(levels: number, kind: '[]' | '{}'): Json {
+  let value: Json = null;
+  for (let i = 0; i < levels; i++) value = kind === '[]' ? [value] : { a: value };
+  return value;
+}
+
+/** A place in a document: the container and the key or index that holds the value (no container: the root). */
+interface JsonSlot {
+  parent: Json[] | { [key: string]: Json } | null;
+  key: string | number;
+  value: Json;
+}
+
+/** The document's places, breadth first, at most `max` of them (a deep document has many). */
+function slots(root: Json, max = 2000): JsonSlot[] {
+  const found: JsonSlot[] = [{ parent: null, key: '', value: root }];
+  for (let i = 0; i < found.length && found.length < max; i++) {
+    const { value } = found[i]!;
+    if (Array.isArray(value)) value.forEach((item, index) => found.push({ parent: value, key: index, value: item }));
+    else if (value !== null && typeof value === 'object') for (const [key, item] of Object.entries(value)) found.push({ parent: value, key, value: item });
+  }
+  return found.slice(0, max);
+}
+
+/**
+ * One mutation of a JSON document (the input is not changed): a value replaced by one the vocabulary has for its
+ * key, an awkward value or a piece of another document; a key added, renamed or deleted; a value wrapped in an
+ * array or object, or an element repeated.
+ */
+export function mutateJson(rng: Rng, document: Json, vocabulary: JsonVocabulary, donors: readonly Json[]): Json {
+  const root = structuredClone(document);
+  const all = slots(root);
+  const slot = rng.pick(all.length > 1 && rng.chance(0.9) ? all.slice(1) : all);
+  const valueFor = (key: string | number): Json => {
+    const known = typeof key === 'string' && Object.hasOwn(vocabulary.values, key) ? vocabulary.values[key] : undefined;
+    if (known && rng.chance(0.6)) return structuredClone(rng.pick(known));
+    if (donors.length > 0 && rng.chance(0.15)) return structuredClone(rng.pick(slots(rng.pick(donors))).value);
+    return awkwardJson(rng);
+  };
+  const replaced = (value: Json): Json => {
+    if (!slot.parent) return value;
+    (slot.parent as Record<string | number, Json>)[slot.key] = value;
+    return root;
+  };
+  const objects = all.filter(
+    (s): s is JsonSlot & { value: { [key: string]: Json } } => s.value !== null && typeof s.value === 'object' && !Array.isArray(s.value),
+  );
+  return rng.weighted<() => Json>([
+    [5, () => replaced(valueFor(slot.key))],
+    [
+      4,
+      () => {
+        const target = objects.length > 0 ? rng.pick(objects).value : null;
+        if (!target) return replaced(valueFor(slot.key));
+        const key = rng.chance(0.8) ? rng.pick(vocabulary.keys) : awkwardToken(rng, 24);
+        target[key] = valueFor(key);
+        return root;
+      },
+    ],
+    [
+      2,
+      () => {
+        if (Array.isArray(slot.parent)) slot.parent.splice(slot.key as number, 1);
+        else if (slot.parent) delete slot.parent[slot.key as string];
+        return slot.parent ? root : {};
+      },
+    ],
+    [
+      1,
+      () => {
+        if (!slot.parent || Array.isArray(slot.parent)) return replaced(valueFor(slot.key));
+        delete slot.parent[slot.key as string];
+        const renamed = rng.pick<() => string>([
+          () => rng.pick(vocabulary.keys),
+          () => String(slot.key).toUpperCase(),
+          () => ` ${String(slot.key)}`,
+          () => `${String(slot.key)}\u0000`,
+        ])();
+        slot.parent[renamed] = slot.value;
+        return root;
+      },
+    ],
+    [1, () => replaced(rng.chance(0.5) ? [slot.value] : { [rng.pick(vocabulary.keys)]: slot.value })],
+    [1, () => (Array.isArray(slot.value) ? replaced([...slot.value, ...slot.value]) : replaced(valueFor(slot.key)))],
+  ])();
+}
+
+/**
+ * A document as text: mostly JSON.stringify's, sometimes bent where parsers differ: a number beyond double
+ * precision or range, a key repeated, a byte order mark, trailing text, whitespace, nesting deeper than a
+ * recursive parser or validator survives, or the text cut short.
+ */
+export function jsonText(rng: Rng, document: Json): string {
+  const text = JSON.stringify(document);
+  if (rng.chance(0.8)) return text;
+  return rng.weighted<() => string>([
+    [
+      3,
+      () =>
+        text.replace(
+          /-?\d+(\.\d+)?([eE][+-]?\d+)?/,
+          rng.pick(['1e999', '-1e999', '-0', '123456789012345678901234567890', '0.1e-400', '1E+400', '01', '1.', '.5', '0x10']),
+        ),
+    ],
+    [
+      2,
+      () =>
+        text.startsWith('{')
+          ? `{${JSON.stringify(rng.pick(Object.keys(document ?? {}).concat('model')))}:${JSON.stringify(awkwardJson(rng, 1))},${text.slice(1)}`
+          : text,
+    ],
+    [1, () => `\ufeff${text}`],
+    [1, () => `${text}${rng.pick(['\n', ' ', ',', '}', 'x', '\u0000', text])}`],
+    [1, () => text.replace(/[,:]/g, (sep) => `${rng.pick(['', ' ', '\n', '\t', '\r\n'])}${sep}`)],
+    [1, () => text.slice(0, rng.below(text.length + 1))],
+    [
+      1,
+      () => {
+        const levels = rng.length(100_000);
+        return rng.chance(0.5) ? `${'['.repeat(levels)}${text}${']'.repeat(levels)}` : `${'{"a":'.repeat(levels)}${text}${'}'.repeat(levels)}`;
+      },
+    ],
+  ])();
 }

@@ -78,10 +78,17 @@ export interface CliProcess {
 
 /**
  * Spawns `node dist/src/cli.js ...args` in its own process group (so the test can take down whatever it started,
- * grandchildren of `--reload` included). The group is killed after the test if anything of it is still alive.
+ * grandchildren of `--reload` included). The group is killed after the test (`scope.after`: a test's context, or a
+ * fuzz target's own cleanup list) if anything of it is still alive. `ownGroup: false` leaves the child in this
+ * process's group, so that a Ctrl-C in a terminal stops it too (the fuzzer); only the child itself is then killed.
  */
-export function spawnCli(t: TestContext, args: string[], env: NodeJS.ProcessEnv): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+export function spawnCli(
+  scope: { after(fn: () => Promise<void>): void },
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  { ownGroup = true }: { ownGroup?: boolean } = {},
+): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: ownGroup });
   let stdout = '';
   let stderr = '';
   let exitStatus: ExitStatus | null = null;
@@ -97,8 +104,9 @@ export function spawnCli(t: TestContext, args: string[], env: NodeJS.ProcessEnv)
       resolve(exitStatus);
     });
   });
-  t.after(async () => {
-    killGroup(child.pid);
+  scope.after(async () => {
+    if (ownGroup) killGroup(child.pid);
+    else if (!exitStatus) child.kill('SIGKILL');
     await Promise.race([exited, sleep(5000, null, { ref: false })]);
   });
 
