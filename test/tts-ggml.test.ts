@@ -26,6 +26,11 @@ import { cancelledJobs, expectEnvelope, waitForCancelledJob, sdk, startTestServe
 import { wavBytes } from './helpers/wav.js';
 
 const RATE = 24000;
+/**
+ * Whether a batch step decodes its rows together (one backbone call per run of consecutive sequence ids): on x86
+ * only; elsewhere each row is decoded alone, since arm64's fast kernels start at several rows (docs/architecture.md).
+ */
+const SHARED_DECODES = process.arch === 'x64' || process.arch === 'ia32';
 /** Samples per Pocket TTS frame (12.5 frames per second at 24 kHz). */
 const FRAME = 1920;
 
@@ -184,8 +189,13 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         assert.ok(!results.has(leaving), 'a cancelled request is never handed back');
         const after = model.timings();
         const decodes = after.backboneCalls - before.backboneCalls;
-        assert.ok(decodes <= steps, `at most one backbone decode per step: ${decodes} decodes in ${steps} steps`);
-        assert.ok(after.backboneRows - before.backboneRows > decodes, 'decodes served several requests');
+        if (SHARED_DECODES) {
+          // the members leave from the highest id down, so their ids stay one run: one decode per step
+          assert.ok(decodes <= steps, `at most one backbone decode per step: ${decodes} decodes in ${steps} steps`);
+          assert.ok(after.backboneRows - before.backboneRows > decodes, 'decodes served several requests');
+        } else {
+          assert.equal(after.backboneRows - before.backboneRows, decodes, 'one row per decode');
+        }
         assert.ok(after.frames - before.frames >= alone.reduce((sum, a) => sum + a.length / FRAME, 0), 'every frame counted');
         assert.ok(after.decoderMs > before.decoderMs && after.generatorMs > before.generatorMs);
         slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone, sample for sample`));
@@ -196,6 +206,31 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         assert.throws(() => batch.add(hello), { code: 'closed' });
         // greedy: with the least noise the seed makes no difference
         assert.deepEqual(await model.synthesize({ ...greedy, seed: 9 }), alone[2]);
+      } finally {
+        model.release();
+      }
+    });
+
+    it('batches with holes in the sequence ids: each run of ids is decoded apart and still gives the samples alone', async () => {
+      const model = await loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2, sequences: 4 });
+      try {
+        // the second and fourth end first, leaving ids 0 and 2 as runs of one beside each other
+        const requests: NativeTtsGgmlRequest[] = [60, 4, 60, 20].map((maxFrames, i) => ({ text: 'Hello world, this is a test.', seed: 11 + i, maxFrames }));
+        const alone: Float32Array[] = [];
+        for (const request of requests) alone.push(await model.synthesize(request));
+        const before = model.timings();
+        const batch = model.createBatch();
+        const slots = requests.map((request) => batch.add(request));
+        const results = new Map<number, Float32Array>();
+        let steps = 0;
+        while (batch.active > 0) {
+          for (const result of await batch.step()) if ('samples' in result) results.set(result.slot, result.samples);
+          steps++;
+        }
+        batch.close();
+        const decodes = model.timings().backboneCalls - before.backboneCalls;
+        slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone, sample for sample`));
+        if (SHARED_DECODES) assert.ok(decodes > steps, `${decodes} decodes in ${steps} steps: the runs of ids were decoded apart`);
       } finally {
         model.release();
       }
@@ -523,12 +558,12 @@ describe('GGML TTS engine (random-weight Qwen3-TTS)', () => {
       const jfk = (await decodeAudio(await fsp.readFile(JFK_WAV), { sampleRate: RATE })).samples;
       const spanish: NativeTtsGgmlRequest = { text: 'Hola mundo.', seed: 2, language: 'spanish', reference: jfk };
       const greedy: NativeTtsGgmlRequest = { text: 'Greedy.', seed: 3, temperature: 0 };
-      const requests: NativeTtsGgmlRequest[] = [
-        { text: 'Hello world, this is a test of the random talker.', seed: 1 },
-        spanish,
-        greedy,
-        { text: 'Bounded.', seed: 4, maxFrames: 20 },
-      ];
+      // the random talker samples its end token early for some seeds, and for which ones depends on the CPU's
+      // kernels (their sums round differently): the first request takes the first seed that spans two windows
+      const talker = 'Hello world, this is a test of the random talker.';
+      let seed = 1;
+      while (seed < 8 && (await model.synthesize({ text: talker, seed })).length <= WINDOW * FRAME) seed++;
+      const requests: NativeTtsGgmlRequest[] = [{ text: talker, seed }, spanish, greedy, { text: 'Bounded.', seed: 4, maxFrames: 20 }];
       const alone: Float32Array[] = [];
       for (const request of requests) {
         const streamed: Float32Array[] = [];

@@ -1,12 +1,17 @@
 #include "voxd-tts-ggml-gen.h"
 #include "voxd-async.h"
 
-#include "llama-ext.h" // llama_model_get_tok_embd: prompt rows are token embeddings (and sums of them)
+#include "llama-ext.h"     // llama_model_get_tok_embd: prompt rows are token embeddings (and sums of them)
+#include "llama-context.h" // llama_context::get_sched: the context's backends, for voxd_tts_use_row_kernels
+
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace {
 
@@ -52,6 +57,17 @@ std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::str
     return ids;
 }
 
+void voxd_tts_use_row_kernels(llama_context * lctx) {
+    // llama.cpp has no public call for its backends; get_sched() is its internal C++ API, pinned with the sources
+    ggml_backend_sched_t sched = lctx->get_sched(); // owned by lctx
+    for (int i = 0; i < ggml_backend_sched_get_n_backends(sched); i++) {
+        ggml_backend_t backend = ggml_backend_sched_get_backend(sched, i); // owned by lctx
+        if (ggml_backend_is_cpu(backend)) {
+            ggml_backend_cpu_set_use_ref(backend, true);
+        }
+    }
+}
+
 // ---- voxd_embd_batch ----
 
 void voxd_embd_batch::add(const float * row, llama_pos pos, llama_seq_id seq_id, bool output) {
@@ -59,6 +75,19 @@ void voxd_embd_batch::add(const float * row, llama_pos pos, llama_seq_id seq_id,
     m_pos.push_back(pos);
     m_seq.push_back(seq_id);
     m_logits.push_back(output ? 1 : 0);
+}
+
+voxd_embd_batch voxd_embd_batch::select(const std::vector<int> & rows) const {
+    voxd_embd_batch out(m_n_embd, m_n_pos_per_row);
+    for (int i : rows) {
+        out.add(m_embd.data() + (size_t) i * m_n_embd, m_pos[(size_t) i], m_seq[(size_t) i], m_logits[(size_t) i] != 0);
+    }
+    return out;
+}
+
+void voxd_embd_batch::add_companion(int i) {
+    const std::vector<float> copy(m_embd.begin() + (ptrdiff_t) i * m_n_embd, m_embd.begin() + (ptrdiff_t) (i + 1) * m_n_embd);
+    add(copy.data(), m_pos[(size_t) i] + 1, m_seq[(size_t) i], true);
 }
 
 llama_batch voxd_embd_batch::view() {
@@ -267,21 +296,63 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
     if (batch.size() == 0) {
         return;
     }
-    {
-        stage_timer timer(m_timings.backbone_us);
-        if (llama_decode(m_lctx, batch.view()) != 0) {
+    // decodes batch rows `rows` in one llama_decode (with a companion of the first when `companion`) and reads each
+    // row's output into its sequence
+    const auto decode = [&](const std::vector<int> & rows, bool companion) {
+        voxd_embd_batch part = batch.select(rows);
+        voxd_tts_sequence & first = *in_batch[(size_t) rows[0]];
+        if (companion) {
+            part.add_companion(0);
+        }
+        const llama_pos companion_pos = first.pos; // next_frame advanced it past the row
+        int rc;
+        {
+            stage_timer timer(m_timings.backbone_us);
+            rc = llama_decode(m_lctx, part.view());
+        }
+        if (companion) {
+            clear(first.seq_id, companion_pos);
+        }
+        if (rc != 0) {
             throw voxd_error("synthesis_failed", "the backbone failed on a frame");
         }
-    }
-    m_timings.backbone_rows += (uint64_t) batch.size();
-    m_timings.backbone_calls++;
-    for (size_t i = 0; i < in_batch.size(); i++) {
-        try {
-            read_output(*in_batch[i], (int) i);
-        } catch (const voxd_error & e) {
-            in_batch[i]->error_code = e.code;
-            in_batch[i]->error      = e.what();
-            in_batch[i]->finished   = true;
+        m_timings.backbone_rows += (uint64_t) rows.size();
+        m_timings.backbone_calls++;
+        for (size_t i = 0; i < rows.size(); i++) {
+            voxd_tts_sequence & seq = *in_batch[(size_t) rows[i]];
+            try {
+                read_output(seq, (int) i);
+            } catch (const voxd_error & e) {
+                seq.error_code = e.code;
+                seq.error      = e.what();
+                seq.finished   = true;
+            }
         }
+    };
+    // Batch invariance (docs/architecture.md): a row must meet the same CPU kernels alone as in any batch, and
+    // llama.cpp splits a decode into one micro-batch per run of consecutive sequence ids (each KV stream range is
+    // one view), so each run is decoded on its own here, in id order.
+    std::vector<int> order(in_batch.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return in_batch[(size_t) a]->seq_id < in_batch[(size_t) b]->seq_id; });
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+    // On x86 llamafile's tinyBLAS takes every matrix product of 2 or more rows that it takes at all (its other
+    // conditions are on the weights), ggml's vec_dot one of a lone row; so a run of one row gets a companion, a copy
+    // of the row one position further in its sequence: causal attention keeps the companion out of the row's
+    // result, and its KV cell is dropped after the decode (the sequence's next row takes it).
+    for (size_t b = 0; b < order.size();) {
+        size_t e = b + 1;
+        while (e < order.size() && in_batch[(size_t) order[e]]->seq_id == in_batch[(size_t) order[e - 1]]->seq_id + 1) {
+            e++;
+        }
+        decode(std::vector<int>(order.begin() + (ptrdiff_t) b, order.begin() + (ptrdiff_t) e), e - b == 1);
+        b = e;
     }
+#else
+    // Elsewhere the fast kernels pair rows or start at 4 or 8 rows (arm64's i8mm and fp16 tinyBLAS), so each row is
+    // decoded alone: batching then shares the rest of a step, not the backbone.
+    for (int row : order) {
+        decode({ row }, false);
+    }
+#endif
 }

@@ -9,8 +9,10 @@
 //   - Qwen3-TTS (voxd-tts-ggml-qwen3.cpp): the backbone's logits give codebook 0, the generator's code predictor
 //     the other 15; a codec end token ends the speech.
 //
-// Determinism: every random draw of a sequence's k-th frame is seeded from (request seed, k), and the KV cache
-// keeps one stream per sequence, so a request's audio does not depend on what else runs beside it.
+// Determinism: every random draw of a sequence's k-th frame is seeded from (request seed, k), the KV cache keeps
+// one stream per sequence, and every backbone row is computed by the same CPU kernels whatever else is in its
+// decode (step(), voxd_tts_use_row_kernels; docs/architecture.md), so a request's audio does not depend on what runs
+// beside it.
 #pragma once
 
 #include "llama.h"
@@ -77,6 +79,10 @@ public:
 
     void add(const float * row, llama_pos pos, llama_seq_id seq_id, bool output);
     int  size() const { return (int) m_pos.size(); }
+    // A batch of these rows, in this order.
+    voxd_embd_batch select(const std::vector<int> & rows) const;
+    // Adds a copy of row `i` one position further in its sequence, as an output (a companion row: see step()).
+    void add_companion(int i);
     // The batch over this object's vectors: valid while it lives and gets no more rows.
     llama_batch view();
 
@@ -119,8 +125,9 @@ public:
     virtual void plan(voxd_tts_sequence & seq) const = 0;
 
     // Makes one frame for each sequence in `seqs` that is not finished: prepares new ones (their prompt into the
-    // KV cache), then the model's per-frame work for each and one llama_decode of all their backbone inputs. A
-    // sequence's own failure (a reference clip the encoder refuses) finishes it with `error`; a failure of the
+    // KV cache), then the model's per-frame work for each and their backbone inputs decoded together: on x86 one
+    // llama_decode per run of consecutive sequence ids, a run of one with a companion row; elsewhere one per row.
+    // A sequence's own failure (a reference clip the encoder refuses) finishes it with `error`; a failure of a
     // shared decode throws voxd_error.
     void step(const std::vector<voxd_tts_sequence *> & seqs);
 
@@ -172,6 +179,12 @@ protected:
 // The families, in their own files.
 std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx);
 std::unique_ptr<voxd_tts_generator> voxd_tts_qwen3_generator(llama_context * lctx, mtmd_context * mctx);
+
+// Sets ggml's reference mode on the context's CPU backend (part of batch invariance, docs/architecture.md "GGML
+// text-to-speech"): flash attention then computes every query row in one pass over its own KV stream, never split
+// over threads by KV cells (ggml's choice for a lone query row) or in query tiles, and no op is fused or swapped for
+// a batch-size-dependent kernel (IQ panel GEMM).
+void voxd_tts_use_row_kernels(llama_context * lctx);
 
 // The text's tokens, without BOS/EOS; `parse_special` reads special-token texts as those tokens.
 std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special);

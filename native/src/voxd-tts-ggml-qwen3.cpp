@@ -114,7 +114,8 @@ protected:
         add_sum(m_tts_eos, token_row(m_codec_pad));
         add_sum(m_tts_pad, token_row(m_codec_bos));
         decode_prompt(seq, rows);
-        seq.budget = std::min(seq.budget, (int) llama_n_ctx_seq(m_lctx) - seq.pos); // the sequence's KV cells
+        // the sequence's KV cells, less one for the companion of a lone row (voxd_tts_generator::step)
+        seq.budget = std::min(seq.budget, (int) llama_n_ctx_seq(m_lctx) - seq.pos - 1);
     }
 
     void next_frame(voxd_tts_sequence & seq, voxd_embd_batch & batch) override {

@@ -123,6 +123,9 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     data->arch = arch;
 
     llama_model_params mparams = llama_model_default_params();
+    // plain weight buffers: repacked ones ("extra" buffer types) multiply 4 rows at a time with other kernels than
+    // the rest, so a row's result would depend on its batch
+    mparams.use_extra_bufts = false;
     data->model.reset(llama_model_load_from_file(opt.model.c_str(), mparams));
     if (!data->model) {
         throw voxd_error("model_load_failed", "llama.cpp could not load the backbone " + opt.model + last_error_suffix());
@@ -135,6 +138,9 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     cparams.n_ubatch        = k_n_batch;
     cparams.n_seq_max       = (uint32_t) opt.sequences;
     cparams.kv_unified      = false;
+    // attention as one flash-attention op (whose rows voxd_tts_use_row_kernels keeps apart), not as matrix products
+    // whose row count is the step's rows in one KV stream (1 in a batch, 2 for a lone row and its companion)
+    cparams.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
     cparams.n_threads       = threads;
     cparams.n_threads_batch = threads;
     cparams.embeddings      = true; // the generator reads the backbone's hidden state
@@ -143,6 +149,9 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     if (!data->lctx) {
         throw voxd_error("model_load_failed", "llama.cpp could not create a context for " + opt.model + last_error_suffix());
     }
+
+    // every backbone row computed by the same CPU kernels alone or in any batch (docs/architecture.md)
+    voxd_tts_use_row_kernels(data->lctx.get());
 
     mtmd_context_params mm = mtmd_context_params_default();
     mm.n_threads     = threads;
@@ -173,16 +182,20 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
 
 // ---- requests ----
 
-// Takes a free sequence of the model; null when every one is held.
-std::shared_ptr<voxd_tts_ggml_request> start_request(const std::shared_ptr<voxd_tts_ggml_data> & data, voxd_tts_gen_request request) {
+// Takes a free sequence of the model; null when every one is held. A batch member takes the lowest free id and a
+// serial synthesis the highest, so a batch's ids stay in one run: llama.cpp decodes each run of consecutive ids
+// apart (voxd_tts_generator::step).
+std::shared_ptr<voxd_tts_ggml_request> start_request(const std::shared_ptr<voxd_tts_ggml_data> & data, voxd_tts_gen_request request, bool batch) {
     llama_seq_id seq_id;
     {
         std::lock_guard<std::mutex> lock(data->pool_mutex);
-        if (data->free_seq_ids.empty()) {
+        std::vector<llama_seq_id> & ids = data->free_seq_ids;
+        if (ids.empty()) {
             return nullptr;
         }
-        seq_id = data->free_seq_ids.back();
-        data->free_seq_ids.pop_back();
+        const auto it = batch ? std::min_element(ids.begin(), ids.end()) : std::max_element(ids.begin(), ids.end());
+        seq_id = *it;
+        ids.erase(it);
     }
     return std::make_shared<voxd_tts_ggml_request>(data, std::move(request), seq_id);
 }
@@ -326,13 +339,14 @@ voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
     return out;
 }
 
-// A request of `data` from JS, holding one of its sequences; throws `batch_full` when none is free.
-std::shared_ptr<voxd_tts_ggml_request> request_from_js(Napi::Env env, const std::shared_ptr<voxd_tts_ggml_data> & data, const Napi::Value & value) {
+// A request of `data` from JS, holding one of its sequences (`batch`: for a batch session); throws `batch_full` when
+// none is free.
+std::shared_ptr<voxd_tts_ggml_request> request_from_js(Napi::Env env, const std::shared_ptr<voxd_tts_ggml_data> & data, const Napi::Value & value, bool batch) {
     voxd_tts_gen_request parsed = parse_request(env, value);
     if (!parsed.reference.empty() && parsed.reference.size() < (size_t) (k_min_reference_seconds * data->sample_rate)) {
         throw voxd_make_js_error(env, "invalid_argument", "request.reference is shorter than " + std::to_string(k_min_reference_seconds).substr(0, 3) + " s");
     }
-    auto request = start_request(data, std::move(parsed));
+    auto request = start_request(data, std::move(parsed), batch);
     if (!request) {
         throw voxd_make_js_error(env, "batch_full", "every sequence of the TTS model is taken");
     }
@@ -426,7 +440,7 @@ Napi::Value voxd_tts_ggml_model::info(const Napi::CallbackInfo & info) {
 
 Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    auto request = request_from_js(env, loaded(env), info[0]);
+    auto request = request_from_js(env, loaded(env), info[0], false);
     if (!info[1].IsUndefined() && !info[1].IsNull() && !info[1].IsFunction()) {
         throw voxd_make_js_error(env, "invalid_argument", "onAudio must be a function");
     }
@@ -482,7 +496,7 @@ Napi::Value voxd_tts_ggml_batch::add(const Napi::CallbackInfo & info) {
     if (!m_data) {
         throw voxd_make_js_error(env, "closed", "the batch session was closed");
     }
-    auto request = request_from_js(env, m_data, info[0]);
+    auto request = request_from_js(env, m_data, info[0], true);
     try {
         m_data->gen->plan(request->seq); // reads the vocabulary only: safe beside a running step
     } catch (const voxd_error & e) {
