@@ -25,7 +25,7 @@
 #endif
 
 // Engine log lines below this level are dropped; the rest go to stderr with an [engine] prefix.
-static std::atomic<int> g_min_log_level{GGML_LOG_LEVEL_WARN};
+static std::atomic<int> g_min_log_level{ GGML_LOG_LEVEL_WARN };
 
 static void voxd_log_callback(ggml_log_level level, const char * text, void * /*user_data*/) {
     if (level == GGML_LOG_LEVEL_CONT || level < g_min_log_level.load()) {
@@ -52,7 +52,7 @@ static Napi::Value exit_now(const Napi::CallbackInfo & info) {
 }
 
 static Napi::Value system_info(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env    = info.Env();
     Napi::Object out = Napi::Object::New(env);
     out.Set("version", VOXD_VERSION);
     out.Set("ggmlVersion", ggml_version());
@@ -62,7 +62,7 @@ static Napi::Value system_info(const Napi::CallbackInfo & info) {
     Napi::Array devices = Napi::Array::New(env);
     for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
         ggml_backend_dev_t dev = ggml_backend_dev_get(i);
-        Napi::Object d = Napi::Object::New(env);
+        Napi::Object d         = Napi::Object::New(env);
         d.Set("name", ggml_backend_dev_name(dev));
         d.Set("description", ggml_backend_dev_description(dev));
         devices.Set(i, d);

@@ -3,10 +3,11 @@
 #include <vector>
 
 Napi::Function voxd_abort_flag::define(Napi::Env env) {
-    return DefineClass(env, "AbortFlag", {
-        InstanceMethod<&voxd_abort_flag::abort>("abort"),
-        InstanceAccessor<&voxd_abort_flag::aborted>("aborted"),
-    });
+    return DefineClass(env, "AbortFlag",
+                       {
+                           InstanceMethod<&voxd_abort_flag::abort>("abort"),
+                           InstanceAccessor<&voxd_abort_flag::aborted>("aborted"),
+                       });
 }
 
 voxd_abort_flag::voxd_abort_flag(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_abort_flag>(info) {}

@@ -64,14 +64,13 @@ Napi::Error voxd_make_js_error(Napi::Env env, const std::string & code, const st
 
 // Runs `work` on a libuv worker thread and settles a Promise: resolves with `to_js(result)` on the main
 // thread, rejects with a coded Error when `work` throws. `work` must not touch any napi value.
-template <typename T>
-class voxd_async_worker : public Napi::AsyncWorker {
+template <typename T> class voxd_async_worker : public Napi::AsyncWorker {
 public:
     using work_fn  = std::function<T()>;
     using to_js_fn = std::function<Napi::Value(Napi::Env, T &)>;
 
     static Napi::Promise run(Napi::Env env, const char * name, work_fn work, to_js_fn to_js) {
-        auto * worker = new voxd_async_worker(env, name, std::move(work), std::move(to_js)); // owned by libuv until done
+        auto * worker         = new voxd_async_worker(env, name, std::move(work), std::move(to_js)); // owned by libuv until done
         Napi::Promise promise = worker->m_deferred.Promise();
         worker->Queue();
         return promise;
@@ -102,20 +101,17 @@ protected:
         }
     }
 
-    void OnError(const Napi::Error & e) override {
-        m_deferred.Reject(voxd_make_js_error(Env(), m_code, e.Message()).Value());
-    }
+    void OnError(const Napi::Error & e) override { m_deferred.Reject(voxd_make_js_error(Env(), m_code, e.Message()).Value()); }
 
 private:
     voxd_async_worker(Napi::Env env, const char * name, work_fn work, to_js_fn to_js)
-        : Napi::AsyncWorker(env, name), m_deferred(Napi::Promise::Deferred::New(env)),
-          m_work(std::move(work)), m_to_js(std::move(to_js)) {}
+        : Napi::AsyncWorker(env, name), m_deferred(Napi::Promise::Deferred::New(env)), m_work(std::move(work)), m_to_js(std::move(to_js)) {}
 
     Napi::Promise::Deferred m_deferred;
-    work_fn                 m_work;
-    to_js_fn                m_to_js;
-    T                       m_result{};
-    std::string             m_code = "native_error";
+    work_fn m_work;
+    to_js_fn m_to_js;
+    T m_result{};
+    std::string m_code = "native_error";
 };
 
 // Copies a Float32Array argument (the JS buffer may be reused or collected while the worker runs).

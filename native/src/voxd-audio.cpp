@@ -42,8 +42,12 @@ void voxd_av_log(void * avcl, int level, const char * fmt, va_list vl) {
 } // namespace
 
 // (declared in voxd-audio.h: the encoder uses them too)
-voxd_av_error_scope::voxd_av_error_scope()  { t_av_error = &last; }
-voxd_av_error_scope::~voxd_av_error_scope() { t_av_error = nullptr; }
+voxd_av_error_scope::voxd_av_error_scope() {
+    t_av_error = &last;
+}
+voxd_av_error_scope::~voxd_av_error_scope() {
+    t_av_error = nullptr;
+}
 
 std::string voxd_av_reason(int err, const voxd_av_error_scope & log) {
     if (!log.last.empty()) {
@@ -62,15 +66,17 @@ namespace {
 
 // ---- RAII over FFmpeg's objects (the rest are shared with the encoder: voxd-ffmpeg.h) ----
 
-struct voxd_format_deleter { void operator()(AVFormatContext * fmt) const { avformat_close_input(&fmt); } };
+struct voxd_format_deleter {
+    void operator()(AVFormatContext * fmt) const { avformat_close_input(&fmt); }
+};
 using voxd_format_ptr = std::unique_ptr<AVFormatContext, voxd_format_deleter>;
 
 // ---- reading from memory: seekable, so MP4 files with their index (moov) at the end work ----
 
 struct voxd_mem_reader {
-    const uint8_t *           data;  // borrowed: the caller's buffer outlives the decode
-    size_t                    size;
-    size_t                    pos;
+    const uint8_t * data; // borrowed: the caller's buffer outlives the decode
+    size_t size;
+    size_t pos;
     const std::atomic<bool> * abort; // borrowed from the caller's voxd_abort_ptr
 };
 
@@ -123,8 +129,8 @@ int voxd_refuse_io_open(AVFormatContext *, AVIOContext **, const char *, int, AV
 // Demuxers voxd lets run (FFmpeg's names). The rest are refused after probing, before they parse anything:
 // playlist and concat demuxers reach for other files, and image, video-only or subtitle formats hold no audio.
 const char * const voxd_audio_containers[] = {
-    "wav", "w64", "mp3", "flac", "mov,mp4,m4a,3gp,3g2,mj2", "aac", "ogg", "matroska,webm", "aiff", "caf", "au",
-    "amr", "ac3", "eac3", "wv", "ape", "asf", "mpeg", "mpegts",
+    "wav", "w64", "mp3",  "flac",   "mov,mp4,m4a,3gp,3g2,mj2", "aac", "ogg", "matroska,webm", "aiff", "caf", "au", "amr", "ac3", "eac3", "wv",
+    "ape", "asf", "mpeg", "mpegts",
 };
 
 bool voxd_container_allowed(const AVInputFormat * fmt) {
@@ -146,14 +152,17 @@ std::string voxd_container_name(const AVFormatContext * fmt, const uint8_t * dat
     if (name == "matroska,webm") {
         // the EBML header's DocType element (ID 0x4282, a one-byte size, then the text) tells them apart
         static const uint8_t doctype_webm[] = { 0x42, 0x82, 0x84, 'w', 'e', 'b', 'm' };
-        const uint8_t * end = data + std::min<size_t>(size, 64);
+        const uint8_t * end                 = data + std::min<size_t>(size, 64);
         return std::search(data, end, doctype_webm, doctype_webm + sizeof(doctype_webm)) != end ? "webm" : "matroska";
     }
     if (name == "mov,mp4,m4a,3gp,3g2,mj2") {
         const AVDictionaryEntry * brand = av_dict_get(fmt->metadata, "major_brand", nullptr, 0);
-        if (brand && std::strncmp(brand->value, "M4A", 3) == 0) return "m4a";
-        if (brand && std::strncmp(brand->value, "qt", 2) == 0)  return "mov";
-        if (brand && std::strncmp(brand->value, "3g", 2) == 0)  return "3gp";
+        if (brand && std::strncmp(brand->value, "M4A", 3) == 0)
+            return "m4a";
+        if (brand && std::strncmp(brand->value, "qt", 2) == 0)
+            return "mov";
+        if (brand && std::strncmp(brand->value, "3g", 2) == 0)
+            return "3gp";
         return "mp4";
     }
     return name;
@@ -206,8 +215,7 @@ public:
     ~voxd_resampler() { av_channel_layout_uninit(&m_in_layout); }
 
     void push(const AVFrame * frame, std::vector<float> & out) {
-        if (!m_swr || frame->sample_rate != m_in_rate || frame->format != m_in_format ||
-            av_channel_layout_compare(&frame->ch_layout, &m_in_layout) != 0) {
+        if (!m_swr || frame->sample_rate != m_in_rate || frame->format != m_in_format || av_channel_layout_compare(&frame->ch_layout, &m_in_layout) != 0) {
             drain(out);
             configure(frame);
         }
@@ -225,17 +233,16 @@ private:
     void configure(const AVFrame * frame) {
         const int channels = frame->ch_layout.nb_channels;
         if (channels <= 0 || frame->sample_rate <= 0 || frame->format < 0) {
-            voxd_invalid_audio("the audio stream has an invalid format (" + std::to_string(channels) + " channels at " +
-                               std::to_string(frame->sample_rate) + " Hz)");
+            voxd_invalid_audio("the audio stream has an invalid format (" + std::to_string(channels) + " channels at " + std::to_string(frame->sample_rate) +
+                               " Hz)");
         }
         if (frame->sample_rate < min_rate || frame->sample_rate > max_rate) {
             // a corrupt header saying 1 Hz would turn a small file into gigabytes of resampled output
-            voxd_invalid_audio("the audio's sample rate of " + std::to_string(frame->sample_rate) + " Hz is out of range (" +
-                               std::to_string(min_rate) + " to " + std::to_string(max_rate) + " Hz)");
+            voxd_invalid_audio("the audio's sample rate of " + std::to_string(frame->sample_rate) + " Hz is out of range (" + std::to_string(min_rate) +
+                               " to " + std::to_string(max_rate) + " Hz)");
         }
         if (channels > max_channels) {
-            voxd_invalid_audio("the audio has " + std::to_string(channels) + " channels; at most " +
-                               std::to_string(max_channels) + " are supported");
+            voxd_invalid_audio("the audio has " + std::to_string(channels) + " channels; at most " + std::to_string(max_channels) + " are supported");
         }
         av_channel_layout_uninit(&m_in_layout);
         if (av_channel_layout_copy(&m_in_layout, &frame->ch_layout) < 0) {
@@ -253,8 +260,7 @@ private:
         SwrContext * raw = nullptr;
         // not const: FFmpeg 5.1's prototype takes a plain pointer
         AVChannelLayout out_layout = m_out_channels == 1 ? (AVChannelLayout) AV_CHANNEL_LAYOUT_MONO : (AVChannelLayout) AV_CHANNEL_LAYOUT_STEREO;
-        int ret = swr_alloc_set_opts2(&raw, &out_layout, AV_SAMPLE_FMT_FLT, m_out_rate, &m_in_layout,
-                                      (AVSampleFormat) m_in_format, m_in_rate, 0, nullptr);
+        int ret = swr_alloc_set_opts2(&raw, &out_layout, AV_SAMPLE_FMT_FLT, m_out_rate, &m_in_layout, (AVSampleFormat) m_in_format, m_in_rate, 0, nullptr);
         m_swr.reset(raw);
         if (ret >= 0 && m_out_channels == 1) {
             ret = set_downmix(raw, out_layout, channels);
@@ -268,8 +274,7 @@ private:
             char layout[128] = "?";
             av_channel_layout_describe(&m_in_layout, layout, sizeof(layout));
             m_swr.reset();
-            voxd_invalid_audio(std::string("the audio format cannot be converted (") + layout + ", " +
-                               std::to_string(m_in_rate) + " Hz)");
+            voxd_invalid_audio(std::string("the audio format cannot be converted (") + layout + ", " + std::to_string(m_in_rate) + " Hz)");
         }
     }
 
@@ -279,8 +284,8 @@ private:
     int set_downmix(SwrContext * swr, const AVChannelLayout & mono, int channels) {
         std::vector<double> matrix((size_t) max_channels * max_channels, 0.0); // swr_build_matrix2 writes a full table
         if (channels > 1 && m_in_layout.order == AV_CHANNEL_ORDER_NATIVE) {
-            const int ret = swr_build_matrix2(&m_in_layout, &mono, M_SQRT1_2, M_SQRT1_2, 0.0, 1e9, 1.0, matrix.data(),
-                                              max_channels, AV_MATRIX_ENCODING_NONE, nullptr);
+            const int ret =
+                swr_build_matrix2(&m_in_layout, &mono, M_SQRT1_2, M_SQRT1_2, 0.0, 1e9, 1.0, matrix.data(), max_channels, AV_MATRIX_ENCODING_NONE, nullptr);
             if (ret < 0) {
                 return ret;
             }
@@ -304,10 +309,10 @@ private:
     // between left and right, each side the average of its channels, as interleaved pairs usually are.
     static int set_unlabelled_stereo_mix(SwrContext * swr, int channels) {
         std::vector<double> matrix((size_t) 2 * max_channels, 0.0); // row stride max_channels, one row per output
-        const int           left = (channels + 1) / 2;
-        const int           right = channels / 2;
+        const int left  = (channels + 1) / 2;
+        const int right = channels / 2;
         for (int i = 0; i < channels; i++) {
-            const bool is_left = i % 2 == 0;
+            const bool is_left                       = i % 2 == 0;
             matrix[(is_left ? 0 : max_channels) + i] = 1.0 / (is_left ? left : right);
         }
         return swr_set_matrix(swr, matrix.data(), max_channels);
@@ -323,7 +328,7 @@ private:
         }
         const size_t old = out.size();
         out.resize(old + (size_t) room * m_out_channels);
-        auto * dst = reinterpret_cast<uint8_t *>(out.data() + old); // packed float: one plane, channels interleaved
+        auto * dst  = reinterpret_cast<uint8_t *>(out.data() + old); // packed float: one plane, channels interleaved
         const int n = swr_convert(m_swr.get(), &dst, room, in, n_in);
         out.resize(old + (size_t) std::max(n, 0) * m_out_channels);
         if (n < 0) {
@@ -335,12 +340,12 @@ private:
     static constexpr int min_rate     = 1000;
     static constexpr int max_rate     = 768000;
 
-    int             m_out_rate;
-    int             m_out_channels;
-    voxd_swr_ptr    m_swr;
+    int m_out_rate;
+    int m_out_channels;
+    voxd_swr_ptr m_swr;
     AVChannelLayout m_in_layout = {};
-    int             m_in_rate   = 0;
-    int             m_in_format = -1;
+    int m_in_rate               = 0;
+    int m_in_format             = -1;
 };
 
 // Most samples reserved up front from a header's duration claim, which may be a lie (a WAV saying 4 GB).
@@ -348,8 +353,7 @@ constexpr size_t voxd_max_reserve = (size_t) 1 << 22;
 
 } // namespace
 
-voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_audio_params & params,
-                                     const voxd_abort_ptr & abort) {
+voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_audio_params & params, const voxd_abort_ptr & abort) {
     voxd_check_abort(abort);
     if (size == 0) {
         voxd_invalid_audio("the file is empty");
@@ -358,7 +362,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     voxd_mem_reader reader{ data, size, 0, abort.get() };
 
     constexpr int io_buffer_size = 32 * 1024;
-    auto * io_buffer = static_cast<uint8_t *>(av_malloc(io_buffer_size)); // owned by `io` once it exists
+    auto * io_buffer             = static_cast<uint8_t *>(av_malloc(io_buffer_size)); // owned by `io` once it exists
     if (!io_buffer) {
         throw std::bad_alloc();
     }
@@ -370,14 +374,14 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
 
     // probe first, so that only known audio containers ever parse the data
     const AVInputFormat * input_format = nullptr;
-    int ret = av_probe_input_buffer2(io.get(), &input_format, "", nullptr, 0, 0);
+    int ret                            = av_probe_input_buffer2(io.get(), &input_format, "", nullptr, 0, 0);
     voxd_check_abort(abort);
     if (ret < 0 || !input_format) {
         voxd_invalid_audio("the file is not an audio file voxd can read (no known container format)");
     }
     if (!voxd_container_allowed(input_format)) {
-        voxd_invalid_audio(std::string("the file is not an audio file voxd can read (it looks like ") +
-                           voxd_format_long_name(input_format) + ", which is not an audio container)");
+        voxd_invalid_audio(std::string("the file is not an audio file voxd can read (it looks like ") + voxd_format_long_name(input_format) +
+                           ", which is not an audio container)");
     }
 
     voxd_format_ptr fmt(avformat_alloc_context());
@@ -386,18 +390,17 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
     fmt->pb = io.get(); // borrowed: `io` is declared first, so it outlives the format context
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-    fmt->io_open = voxd_refuse_io_open;
+    fmt->io_open                     = voxd_refuse_io_open;
     fmt->interrupt_callback.callback = voxd_interrupted;
     fmt->interrupt_callback.opaque   = abort.get();
     {
         AVFormatContext * raw = fmt.release(); // avformat_open_input frees it on failure
-        ret = avformat_open_input(&raw, nullptr, input_format, nullptr);
+        ret                   = avformat_open_input(&raw, nullptr, input_format, nullptr);
         fmt.reset(raw);
     }
     voxd_check_abort(abort);
     if (ret < 0) {
-        voxd_invalid_audio(std::string("the file could not be read as ") + voxd_format_long_name(input_format) + ": " +
-                           voxd_av_reason(ret, av_log_scope));
+        voxd_invalid_audio(std::string("the file could not be read as ") + voxd_format_long_name(input_format) + ": " + voxd_av_reason(ret, av_log_scope));
     }
 
     int stream_index = voxd_pick_audio_stream(fmt.get());
@@ -411,7 +414,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
         voxd_invalid_audio(std::string("the ") + voxd_format_long_name(input_format) + " file has no audio stream");
     }
     const AVCodecID codec_id = fmt->streams[stream_index]->codecpar->codec_id;
-    const AVCodec * decoder = avcodec_find_decoder(codec_id);
+    const AVCodec * decoder  = avcodec_find_decoder(codec_id);
     if (!decoder) {
         if (codec_id == AV_CODEC_ID_NONE) {
             voxd_invalid_audio("the audio stream's codec is unknown");
@@ -433,7 +436,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     if (ret >= 0) {
         dec->pkt_timebase = stream->time_base;
         dec->thread_count = 1; // each decode already has a libuv worker of its own
-        ret = avcodec_open2(dec.get(), decoder, nullptr);
+        ret               = avcodec_open2(dec.get(), decoder, nullptr);
     }
     if (ret < 0) {
         voxd_invalid_audio("the " + voxd_codec_description(stream->codecpar->codec_id) +
@@ -441,8 +444,8 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
 
     voxd_decoded_audio out;
-    out.codec       = avcodec_get_name(stream->codecpar->codec_id);
-    out.container   = voxd_container_name(fmt.get(), data, size);
+    out.codec     = avcodec_get_name(stream->codecpar->codec_id);
+    out.container = voxd_container_name(fmt.get(), data, size);
 
     voxd_resampler resampler(params.sample_rate, params.channels);
     // what the header says (WAV data size, FLAC STREAMINFO, MP3 Xing frame, MP4 index, ...), when it says
@@ -454,7 +457,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
     if (declared_seconds > 0 && resampler.rate() > 0 && resampler.channels() > 0) {
         const double per_second = (double) resampler.rate() * resampler.channels();
-        double expected = declared_seconds * per_second * 1.02 + 4096;
+        double expected         = declared_seconds * per_second * 1.02 + 4096;
         if (params.max_seconds > 0) {
             expected = std::min(expected, params.max_seconds * per_second + 4096);
         }
@@ -462,7 +465,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
 
     voxd_packet_ptr pkt(av_packet_alloc());
-    voxd_frame_ptr  frame(av_frame_alloc());
+    voxd_frame_ptr frame(av_frame_alloc());
     if (!pkt || !frame) {
         throw std::bad_alloc();
     }
@@ -472,8 +475,7 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
 
     auto check_length = [&]() {
         if (params.max_seconds > 0 && (double) out.samples.size() > params.max_seconds * resampler.rate() * resampler.channels()) {
-            throw voxd_error("audio_too_long", "the audio is longer than the limit of " +
-                                                   voxd_seconds_text(params.max_seconds) + " seconds");
+            throw voxd_error("audio_too_long", "the audio is longer than the limit of " + voxd_seconds_text(params.max_seconds) + " seconds");
         }
     };
     // Receives every frame the decoder has ready. Returns AVERROR(EAGAIN) when it wants input, AVERROR_EOF once
@@ -538,16 +540,15 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
 
     // a file cut short (an upload that stopped) usually decodes without a single error: compare with the header
-    out.sample_rate = resampler.rate();
-    out.channels    = resampler.channels();
+    out.sample_rate              = resampler.rate();
+    out.channels                 = resampler.channels();
     const double decoded_seconds = out.sample_rate > 0 ? (double) out.samples.size() / out.channels / out.sample_rate : 0;
-    const bool   cut_short       = declared_seconds > 0 && decoded_seconds + std::max(0.1, 0.02 * declared_seconds) < declared_seconds;
-    out.truncated = read_error != 0 || n_decode_errors > 0 || cut_short;
+    const bool cut_short         = declared_seconds > 0 && decoded_seconds + std::max(0.1, 0.02 * declared_seconds) < declared_seconds;
+    out.truncated                = read_error != 0 || n_decode_errors > 0 || cut_short;
     if (out.samples.empty()) {
         const int err = read_error != 0 ? read_error : last_error;
         if (err != 0) {
-            voxd_invalid_audio("the audio data is corrupt or truncated: nothing could be decoded (" +
-                               voxd_av_reason(err, av_log_scope) + ")");
+            voxd_invalid_audio("the audio data is corrupt or truncated: nothing could be decoded (" + voxd_av_reason(err, av_log_scope) + ")");
         }
         voxd_invalid_audio("no audio samples could be decoded");
     }
@@ -605,16 +606,14 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
     Napi::Uint8Array input = info[0].As<Napi::Uint8Array>();
     std::vector<uint8_t> bytes(input.Data(), input.Data() + input.ByteLength());
 
-    return voxd_async_worker<voxd_decoded_audio>::run(env, "voxd.audio.decode",
-        [bytes = std::move(bytes), params, abort]() {
-            return voxd_decode_audio(bytes.data(), bytes.size(), params, abort);
-        },
+    return voxd_async_worker<voxd_decoded_audio>::run(
+        env, "voxd.audio.decode", [bytes = std::move(bytes), params, abort]() { return voxd_decode_audio(bytes.data(), bytes.size(), params, abort); },
         [](Napi::Env env, voxd_decoded_audio & audio) -> Napi::Value {
             // the samples reach JS without a copy: the ArrayBuffer owns the vector and frees it when collected
-            auto owned = std::make_unique<std::vector<float>>(std::move(audio.samples));
-            const size_t n = owned->size();
-            Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, owned->data(), n * sizeof(float),
-                [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
+            auto owned               = std::make_unique<std::vector<float>>(std::move(audio.samples));
+            const size_t n           = owned->size();
+            Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+                env, owned->data(), n * sizeof(float), [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
             owned.release(); // now owned by `buffer`
             Napi::Object o = Napi::Object::New(env);
             o.Set("samples", Napi::Float32Array::New(env, n, buffer, 0));
@@ -631,7 +630,7 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
 }
 
 void voxd_audio_init(Napi::Env env, Napi::Object exports) {
-    av_log_set_level(AV_LOG_ERROR);  // our callback below sees error lines only ...
+    av_log_set_level(AV_LOG_ERROR);   // our callback below sees error lines only ...
     av_log_set_callback(voxd_av_log); // ... and prints none of them
     exports.Set("decodeAudio", Napi::Function::New<voxd_decode_audio_js>(env, "decodeAudio"));
 }

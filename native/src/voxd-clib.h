@@ -8,8 +8,7 @@
 #include <string>
 
 // Sets `fn` to the library's `name`; a missing symbol is appended to `missing` (", "-separated) for the error.
-template <typename F>
-void voxd_clib_resolve(void * lib, const char * name, F & fn, std::string & missing) {
+template <typename F> void voxd_clib_resolve(void * lib, const char * name, F & fn, std::string & missing) {
     fn = reinterpret_cast<F>(dlsym(lib, name));
     if (!fn) {
         missing += missing.empty() ? name : std::string(", ") + name;
@@ -19,8 +18,7 @@ void voxd_clib_resolve(void * lib, const char * name, F & fn, std::string & miss
 // Runs `fn` with `jump` (the engine's thread_local) pointing at this frame, so the engine's fatal-error path can
 // longjmp back: then it returns false. Only the library's C frames and `fn` lie in between, so `fn` must own
 // nothing with a destructor across its library calls and must not throw. What the library allocated is leaked.
-template <typename F>
-bool voxd_clib_guarded(std::jmp_buf *& jump, F fn) {
+template <typename F> bool voxd_clib_guarded(std::jmp_buf *& jump, F fn) {
     std::jmp_buf env;
     if (setjmp(env) != 0) {
         jump = nullptr;

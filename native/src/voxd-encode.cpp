@@ -25,20 +25,17 @@ namespace {
 
 struct voxd_format_spec {
     voxd_audio_format format;
-    const char *      name;            // the response_format
-    const char *      encoder;         // FFmpeg's encoder
-    const char *      muxer;           // FFmpeg's muxer
-    int64_t           default_bitrate; // bits/s; 0: lossless, or (vorbis) the codec's quality mode, -q 3
+    const char * name;       // the response_format
+    const char * encoder;    // FFmpeg's encoder
+    const char * muxer;      // FFmpeg's muxer
+    int64_t default_bitrate; // bits/s; 0: lossless, or (vorbis) the codec's quality mode, -q 3
 };
 
 const voxd_format_spec voxd_format_specs[] = {
-    { voxd_audio_format::mp3,  "mp3",  "libmp3lame", "mp3",   64000 },
-    { voxd_audio_format::wav,  "wav",  "pcm_s16le",  "wav",   0 },
-    { voxd_audio_format::flac, "flac", "flac",       "flac",  0 },
-    { voxd_audio_format::ogg,  "ogg",  "libvorbis",  "ogg",   0 },
-    { voxd_audio_format::opus, "opus", "libopus",    "ogg",   32000 },
-    { voxd_audio_format::aac,  "aac",  "aac",        "adts",  64000 },
-    { voxd_audio_format::pcm,  "pcm",  "pcm_s16le",  "s16le", 0 },
+    { voxd_audio_format::mp3, "mp3", "libmp3lame", "mp3", 64000 }, { voxd_audio_format::wav, "wav", "pcm_s16le", "wav", 0 },
+    { voxd_audio_format::flac, "flac", "flac", "flac", 0 },        { voxd_audio_format::ogg, "ogg", "libvorbis", "ogg", 0 },
+    { voxd_audio_format::opus, "opus", "libopus", "ogg", 32000 },  { voxd_audio_format::aac, "aac", "aac", "adts", 64000 },
+    { voxd_audio_format::pcm, "pcm", "pcm_s16le", "s16le", 0 },
 };
 
 const voxd_format_spec & voxd_spec_of(voxd_audio_format format) {
@@ -51,17 +48,16 @@ const voxd_format_spec & voxd_spec_of(voxd_audio_format format) {
 }
 
 bool voxd_is_lossy(voxd_audio_format f) {
-    return f == voxd_audio_format::mp3 || f == voxd_audio_format::ogg || f == voxd_audio_format::opus ||
-           f == voxd_audio_format::aac;
+    return f == voxd_audio_format::mp3 || f == voxd_audio_format::ogg || f == voxd_audio_format::opus || f == voxd_audio_format::aac;
 }
 
-constexpr int     voxd_min_rate    = 8000;
-constexpr int     voxd_max_rate    = 192000;
+constexpr int voxd_min_rate        = 8000;
+constexpr int voxd_max_rate        = 192000;
 constexpr int64_t voxd_min_bitrate = 6000;
 constexpr int64_t voxd_max_bitrate = 512000;
-constexpr int     voxd_io_buffer_size = 32 * 1024;
-constexpr int     voxd_variable_frame = 4096;  // frame size for codecs that take any (PCM)
-constexpr size_t  voxd_input_block    = 16384; // input samples converted at a time
+constexpr int voxd_io_buffer_size  = 32 * 1024;
+constexpr int voxd_variable_frame  = 4096;  // frame size for codecs that take any (PCM)
+constexpr size_t voxd_input_block  = 16384; // input samples converted at a time
 
 // The input rate when the codec takes it, else the nearest rate it takes (the higher one on a tie).
 int voxd_pick_rate(const AVCodec * codec, int rate) {
@@ -100,8 +96,12 @@ AVSampleFormat voxd_pick_sample_format(const AVCodec * codec) {
 
 // ---- RAII over FFmpeg's objects (the rest are shared with the decoder: voxd-ffmpeg.h) ----
 
-struct voxd_muxer_deleter { void operator()(AVFormatContext * fmt) const { avformat_free_context(fmt); } }; // pb is ours
-struct voxd_fifo_deleter  { void operator()(AVAudioFifo * fifo) const { av_audio_fifo_free(fifo); } };
+struct voxd_muxer_deleter {
+    void operator()(AVFormatContext * fmt) const { avformat_free_context(fmt); }
+}; // pb is ours
+struct voxd_fifo_deleter {
+    void operator()(AVAudioFifo * fifo) const { av_audio_fifo_free(fifo); }
+};
 
 using voxd_muxer_ptr = std::unique_ptr<AVFormatContext, voxd_muxer_deleter>;
 using voxd_fifo_ptr  = std::unique_ptr<AVAudioFifo, voxd_fifo_deleter>;
@@ -112,7 +112,7 @@ using voxd_fifo_ptr  = std::unique_ptr<AVAudioFifo, voxd_fifo_deleter>;
 // `data` is the whole file and muxers seek back to complete their headers in the trailer.
 struct voxd_mem_output {
     std::vector<uint8_t> data;
-    size_t               pos = 0; // where the next write goes, in `data`
+    size_t pos = 0; // where the next write goes, in `data`
 };
 
 // FFmpeg 7 (libavformat 61) made the buffer of write callbacks const.
@@ -167,42 +167,41 @@ int64_t voxd_mem_seek(void * opaque, int64_t offset, int whence) noexcept {
 // ---- the encoder ----
 
 struct voxd_encoder::impl {
-    voxd_encoder_params      params;
-    const voxd_format_spec * spec;       // static table entry
-    const AVCodec *          codec;      // FFmpeg's static table entry, never freed
-    int                      out_rate;
-    AVSampleFormat           sample_fmt;
+    voxd_encoder_params params;
+    const voxd_format_spec * spec; // static table entry
+    const AVCodec * codec;         // FFmpeg's static table entry, never freed
+    int out_rate;
+    AVSampleFormat sample_fmt;
 
     // FFmpeg state, created by the first call. Declared in dependency order: members are destroyed in reverse,
     // so the muxer goes before the AVIOContext it writes to, which goes before the memory it writes into.
     voxd_mem_output output;
-    voxd_avio_ptr   io;
-    voxd_muxer_ptr  mux;
-    AVStream *      stream = nullptr; // owned by `mux`
-    voxd_codec_ptr  enc;
-    voxd_swr_ptr    swr;
-    voxd_fifo_ptr   fifo;             // converted samples waiting for a whole codec frame
-    voxd_frame_ptr  frame;
+    voxd_avio_ptr io;
+    voxd_muxer_ptr mux;
+    AVStream * stream = nullptr; // owned by `mux`
+    voxd_codec_ptr enc;
+    voxd_swr_ptr swr;
+    voxd_fifo_ptr fifo; // converted samples waiting for a whole codec frame
+    voxd_frame_ptr frame;
     voxd_packet_ptr pkt;
-    int             frame_size   = 0;     // samples per frame sent to the codec
-    bool            variable     = false; // the codec takes frames of any size (PCM)
-    bool            small_last   = false; // the codec takes a short last frame
-    int64_t         next_pts     = 0;     // in samples at out_rate
-    bool            opened       = false;
-    bool            done         = false;
-    std::vector<float>   clean;           // the sanitised input block
-    std::vector<uint8_t> converted;       // the resampler's output block
+    int frame_size   = 0;     // samples per frame sent to the codec
+    bool variable    = false; // the codec takes frames of any size (PCM)
+    bool small_last  = false; // the codec takes a short last frame
+    int64_t next_pts = 0;     // in samples at out_rate
+    bool opened      = false;
+    bool done        = false;
+    std::vector<float> clean;       // the sanitised input block
+    std::vector<uint8_t> converted; // the resampler's output block
 
     [[noreturn]] void fail(const std::string & what, int err, const voxd_av_error_scope & log) {
-        throw voxd_error("encode_failed", std::string(spec->name) + " encoding failed: " + what + " (" +
-                                              voxd_av_reason(err, log) + ")");
+        throw voxd_error("encode_failed", std::string(spec->name) + " encoding failed: " + what + " (" + voxd_av_reason(err, log) + ")");
     }
 
     void open(const voxd_av_error_scope & log) {
         const bool streaming = params.streaming;
 
         AVFormatContext * raw_mux = nullptr;
-        int ret = avformat_alloc_output_context2(&raw_mux, nullptr, spec->muxer, nullptr);
+        int ret                   = avformat_alloc_output_context2(&raw_mux, nullptr, spec->muxer, nullptr);
         mux.reset(raw_mux);
         if (ret < 0 || !mux) {
             fail(std::string("no ") + spec->muxer + " muxer", ret, log);
@@ -220,8 +219,8 @@ struct voxd_encoder::impl {
         enc->sample_rate  = out_rate;
         enc->sample_fmt   = sample_fmt;
         enc->time_base    = AVRational{ 1, out_rate };
-        enc->thread_count = 1; // each call already has a libuv worker of its own
-        enc->flags       |= AV_CODEC_FLAG_BITEXACT; // no version strings: the same input gives the same bytes
+        enc->thread_count = 1;                // each call already has a libuv worker of its own
+        enc->flags |= AV_CODEC_FLAG_BITEXACT; // no version strings: the same input gives the same bytes
         // explicit: FFmpeg's generic default (200 kb/s) is not what any of these formats wants. 0 for vorbis
         // means libvorbis' VBR quality mode at -q 3; lossless codecs ignore it.
         enc->bit_rate = params.bitrate > 0 && voxd_is_lossy(params.format) ? params.bitrate : spec->default_bitrate;
@@ -242,7 +241,7 @@ struct voxd_encoder::impl {
 
         // -- resampler: float mono at the input rate to the codec's sample format at its rate --
         SwrContext * raw_swr = nullptr;
-        ret = swr_alloc_set_opts2(&raw_swr, &mono, sample_fmt, out_rate, &mono, AV_SAMPLE_FMT_FLT, params.sample_rate, 0, nullptr);
+        ret                  = swr_alloc_set_opts2(&raw_swr, &mono, sample_fmt, out_rate, &mono, AV_SAMPLE_FMT_FLT, params.sample_rate, 0, nullptr);
         swr.reset(raw_swr);
         if (ret >= 0) {
             ret = swr_init(swr.get());
@@ -263,13 +262,12 @@ struct voxd_encoder::impl {
             throw std::bad_alloc();
         }
         // no seek callback when streaming: muxers then write their "size unknown" headers and never rewind
-        io.reset(avio_alloc_context(io_buffer, voxd_io_buffer_size, 1, &output, nullptr, voxd_mem_write,
-                                    streaming ? nullptr : voxd_mem_seek));
+        io.reset(avio_alloc_context(io_buffer, voxd_io_buffer_size, 1, &output, nullptr, voxd_mem_write, streaming ? nullptr : voxd_mem_seek));
         if (!io) {
             av_free(io_buffer);
             throw std::bad_alloc();
         }
-        mux->pb     = io.get(); // borrowed: `io` outlives `mux`
+        mux->pb = io.get();                                       // borrowed: `io` outlives `mux`
         mux->flags |= AVFMT_FLAG_CUSTOM_IO | AVFMT_FLAG_BITEXACT; // bitexact: no library version strings, Ogg serial 0
         stream = avformat_new_stream(mux.get(), nullptr);
         if (!stream) {
@@ -279,8 +277,8 @@ struct voxd_encoder::impl {
         if (ret < 0) {
             fail("the stream could not be set up", ret, log);
         }
-        stream->time_base = enc->time_base; // a hint: the muxer may pick its own (Ogg Opus: 1/48000)
-        AVDictionary * mux_options = nullptr; // freed below; what the muxer did not take stays in it
+        stream->time_base          = enc->time_base; // a hint: the muxer may pick its own (Ogg Opus: 1/48000)
+        AVDictionary * mux_options = nullptr;        // freed below; what the muxer did not take stays in it
         if (params.format == voxd_audio_format::mp3) {
             av_dict_set(&mux_options, "id3v2_version", "0", 0); // no ID3 tag: it would hold no metadata
         }
@@ -327,9 +325,9 @@ struct voxd_encoder::impl {
             const int n   = std::min(have, frame_size);
             const int len = n < frame_size && !variable && !small_last ? frame_size : n;
             av_frame_unref(frame.get());
-            frame->nb_samples  = len;
-            frame->format      = sample_fmt;
-            frame->sample_rate = out_rate;
+            frame->nb_samples    = len;
+            frame->format        = sample_fmt;
+            frame->sample_rate   = out_rate;
             AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
             if (av_channel_layout_copy(&frame->ch_layout, &mono) < 0 || av_frame_get_buffer(frame.get(), 0) < 0) {
                 throw std::bad_alloc();
@@ -341,7 +339,7 @@ struct voxd_encoder::impl {
                 av_samples_set_silence(frame->data, n, len - n, 1, sample_fmt);
             }
             frame->pts = next_pts;
-            next_pts  += len;
+            next_pts += len;
             send(frame.get(), log);
             av_frame_unref(frame.get());
         }
@@ -357,9 +355,9 @@ struct voxd_encoder::impl {
             return;
         }
         converted.resize((size_t) room * (size_t) av_get_bytes_per_sample(sample_fmt));
-        uint8_t *       dst = converted.data();
+        uint8_t * dst       = converted.data();
         const uint8_t * src = reinterpret_cast<const uint8_t *>(in);
-        const int n = swr_convert(swr.get(), &dst, room, in ? &src : nullptr, n_in);
+        const int n         = swr_convert(swr.get(), &dst, room, in ? &src : nullptr, n_in);
         if (n < 0) {
             fail("the resampler failed", n, log);
         }
@@ -415,8 +413,8 @@ struct voxd_encoder::impl {
         stream = nullptr;
         mux.reset();
         io.reset();
-        output = voxd_mem_output();
-        clean  = std::vector<float>();
+        output    = voxd_mem_output();
+        clean     = std::vector<float>();
         converted = std::vector<uint8_t>();
     }
 };
@@ -426,17 +424,16 @@ voxd_encoder::voxd_encoder(const voxd_encoder_params & params) : m_impl(std::mak
     s.params = params;
     s.spec   = &voxd_spec_of(params.format);
     if (params.sample_rate < voxd_min_rate || params.sample_rate > voxd_max_rate) {
-        throw voxd_error("invalid_argument", "the sample rate must be from " + std::to_string(voxd_min_rate) + " to " +
-                                                 std::to_string(voxd_max_rate) + " Hz");
+        throw voxd_error("invalid_argument", "the sample rate must be from " + std::to_string(voxd_min_rate) + " to " + std::to_string(voxd_max_rate) + " Hz");
     }
     if (params.bitrate != 0 && (params.bitrate < voxd_min_bitrate || params.bitrate > voxd_max_bitrate)) {
-        throw voxd_error("invalid_argument", "the bitrate must be from " + std::to_string(voxd_min_bitrate) + " to " +
-                                                 std::to_string(voxd_max_bitrate) + " b/s");
+        throw voxd_error("invalid_argument",
+                         "the bitrate must be from " + std::to_string(voxd_min_bitrate) + " to " + std::to_string(voxd_max_bitrate) + " b/s");
     }
     s.codec = avcodec_find_encoder_by_name(s.spec->encoder);
     if (!s.codec) {
-        throw voxd_error("encoder_unavailable", std::string("the system's FFmpeg has no ") + s.spec->encoder +
-                                                    " encoder, which the " + s.spec->name + " format needs");
+        throw voxd_error("encoder_unavailable",
+                         std::string("the system's FFmpeg has no ") + s.spec->encoder + " encoder, which the " + s.spec->name + " format needs");
     }
     s.out_rate   = voxd_pick_rate(s.codec, params.sample_rate);
     s.sample_fmt = voxd_pick_sample_format(s.codec);
@@ -444,9 +441,13 @@ voxd_encoder::voxd_encoder(const voxd_encoder_params & params) : m_impl(std::mak
 
 voxd_encoder::~voxd_encoder() = default;
 
-int voxd_encoder::output_sample_rate() const { return m_impl->out_rate; }
+int voxd_encoder::output_sample_rate() const {
+    return m_impl->out_rate;
+}
 
-const char * voxd_encoder::codec_name() const { return m_impl->codec->name; }
+const char * voxd_encoder::codec_name() const {
+    return m_impl->codec->name;
+}
 
 bool voxd_encoder::parse_format(const std::string & name, voxd_audio_format & format) {
     for (const voxd_format_spec & spec : voxd_format_specs) {
@@ -524,8 +525,8 @@ std::string voxd_format_list() {
 
 struct voxd_encode_result {
     std::vector<uint8_t> bytes;
-    std::string          code; // non-empty: the call failed
-    std::string          message;
+    std::string code; // non-empty: the call failed
+    std::string message;
 };
 
 // Small results are copied into a plain Buffer; larger ones hand their vector to the Buffer without a copy.
@@ -537,9 +538,9 @@ Napi::Value voxd_bytes_to_js(Napi::Env env, std::vector<uint8_t> & bytes) {
     if (bytes.capacity() > bytes.size() + bytes.size() / 4) {
         bytes.shrink_to_fit(); // the memory file grew by doubling: don't hand JS up to twice the memory
     }
-    auto owned = std::make_unique<std::vector<uint8_t>>(std::move(bytes));
-    Napi::Buffer<uint8_t> buffer = Napi::Buffer<uint8_t>::New(env, owned->data(), owned->size(),
-        [](Napi::Env, uint8_t *, std::vector<uint8_t> * data) { delete data; }, owned.get());
+    auto owned                   = std::make_unique<std::vector<uint8_t>>(std::move(bytes));
+    Napi::Buffer<uint8_t> buffer = Napi::Buffer<uint8_t>::New(
+        env, owned->data(), owned->size(), [](Napi::Env, uint8_t *, std::vector<uint8_t> * data) { delete data; }, owned.get());
     owned.release(); // now owned by `buffer`
     return buffer;
 }
@@ -548,25 +549,25 @@ Napi::Value voxd_bytes_to_js(Napi::Env env, std::vector<uint8_t> & bytes) {
 
 Napi::Function voxd_audio_encoder::define(Napi::Env env) {
     std::vector<std::string> formats = voxd_available_formats();
-    Napi::Array list = Napi::Array::New(env, formats.size());
+    Napi::Array list                 = Napi::Array::New(env, formats.size());
     for (size_t i = 0; i < formats.size(); i++) {
         list.Set(i, formats[i]);
     }
-    return DefineClass(env, "AudioEncoder", {
-        InstanceMethod<&voxd_audio_encoder::encode>("encode"),
-        InstanceMethod<&voxd_audio_encoder::finish>("finish"),
-        InstanceAccessor<&voxd_audio_encoder::output_sample_rate>("outputSampleRate"),
-        InstanceAccessor<&voxd_audio_encoder::codec>("codec"),
-        InstanceAccessor<&voxd_audio_encoder::format>("format"),
-        InstanceAccessor<&voxd_audio_encoder::sample_rate>("sampleRate"),
-        InstanceAccessor<&voxd_audio_encoder::streaming>("streaming"),
-        StaticValue("formats", list),
-    });
+    return DefineClass(env, "AudioEncoder",
+                       {
+                           InstanceMethod<&voxd_audio_encoder::encode>("encode"),
+                           InstanceMethod<&voxd_audio_encoder::finish>("finish"),
+                           InstanceAccessor<&voxd_audio_encoder::output_sample_rate>("outputSampleRate"),
+                           InstanceAccessor<&voxd_audio_encoder::codec>("codec"),
+                           InstanceAccessor<&voxd_audio_encoder::format>("format"),
+                           InstanceAccessor<&voxd_audio_encoder::sample_rate>("sampleRate"),
+                           InstanceAccessor<&voxd_audio_encoder::streaming>("streaming"),
+                           StaticValue("formats", list),
+                       });
 }
 
-voxd_audio_encoder::voxd_audio_encoder(const Napi::CallbackInfo & info)
-    : Napi::ObjectWrap<voxd_audio_encoder>(info), m_state(std::make_shared<state>()) {
-    Napi::Env env = info.Env();
+voxd_audio_encoder::voxd_audio_encoder(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_audio_encoder>(info), m_state(std::make_shared<state>()) {
+    Napi::Env env      = info.Env();
     const char * usage = "new AudioEncoder({ format, sampleRate, bitrate?, streaming? })";
     if (!info[0].IsObject()) {
         throw voxd_make_js_error(env, "invalid_argument", std::string(usage) + ": options must be an object");
@@ -574,23 +575,24 @@ voxd_audio_encoder::voxd_audio_encoder(const Napi::CallbackInfo & info)
     Napi::Object options = info[0].As<Napi::Object>();
 
     Napi::Value format = options.Get("format");
-    m_format = format.IsString() ? format.As<Napi::String>().Utf8Value() : "";
+    m_format           = format.IsString() ? format.As<Napi::String>().Utf8Value() : "";
     if (!voxd_encoder::parse_format(m_format, m_params.format)) {
         throw voxd_make_js_error(env, "invalid_argument", "AudioEncoder: format must be one of " + voxd_format_list());
     }
-    Napi::Value rate = options.Get("sampleRate");
+    Napi::Value rate        = options.Get("sampleRate");
     const double rate_value = rate.IsNumber() ? rate.As<Napi::Number>().DoubleValue() : 0;
     if (!(rate_value >= voxd_min_rate && rate_value <= voxd_max_rate) || rate_value != std::floor(rate_value)) {
-        throw voxd_make_js_error(env, "invalid_argument", "AudioEncoder: sampleRate must be an integer from " +
-                                                              std::to_string(voxd_min_rate) + " to " + std::to_string(voxd_max_rate));
+        throw voxd_make_js_error(env, "invalid_argument",
+                                 "AudioEncoder: sampleRate must be an integer from " + std::to_string(voxd_min_rate) + " to " + std::to_string(voxd_max_rate));
     }
     m_params.sample_rate = (int) rate_value;
-    Napi::Value bitrate = options.Get("bitrate");
+    Napi::Value bitrate  = options.Get("bitrate");
     if (!bitrate.IsUndefined() && !bitrate.IsNull()) {
         const double value = bitrate.IsNumber() ? bitrate.As<Napi::Number>().DoubleValue() : -1;
         if (!(value >= (double) voxd_min_bitrate && value <= (double) voxd_max_bitrate) || value != std::floor(value)) {
-            throw voxd_make_js_error(env, "invalid_argument", "AudioEncoder: bitrate must be an integer from " +
-                                                                  std::to_string(voxd_min_bitrate) + " to " + std::to_string(voxd_max_bitrate) + " (b/s)");
+            throw voxd_make_js_error(env, "invalid_argument",
+                                     "AudioEncoder: bitrate must be an integer from " + std::to_string(voxd_min_bitrate) + " to " +
+                                         std::to_string(voxd_max_bitrate) + " (b/s)");
         }
         m_params.bitrate = (int64_t) value;
     }
@@ -631,13 +633,14 @@ Napi::Value voxd_audio_encoder::run(Napi::Env env, std::vector<float> samples, b
     if (!m_state->failure.empty()) { // read while no call is in flight
         throw voxd_make_js_error(env, "encode_failed", "the audio encoder failed earlier: " + m_state->failure);
     }
-    m_busy     = true;
-    m_finished = last;
+    m_busy                    = true;
+    m_finished                = last;
     std::shared_ptr<state> st = m_state;
     // the worker catches its own errors, so that the promise settles through to_js on the JS thread in every
     // case: that is where `m_busy` is cleared. `self` keeps the JS object alive until then.
     auto self = std::make_shared<Napi::ObjectReference>(Napi::Persistent(Value()));
-    return voxd_async_worker<voxd_encode_result>::run(env, last ? "voxd.encode.finish" : "voxd.encode",
+    return voxd_async_worker<voxd_encode_result>::run(
+        env, last ? "voxd.encode.finish" : "voxd.encode",
         [st, samples = std::move(samples), last]() {
             voxd_encode_result r;
             try {

@@ -14,10 +14,10 @@
 enum class voxd_audio_format { mp3, wav, flac, ogg, opus, aac, pcm };
 
 struct voxd_encoder_params {
-    voxd_audio_format format      = voxd_audio_format::wav;
-    int               sample_rate = 24000; // of the input samples, Hz (8000 to 192000)
-    int64_t           bitrate     = 0;     // bits/s for mp3, aac, opus and ogg; 0 = the format's default
-    bool              streaming   = true;  // see voxd_encoder
+    voxd_audio_format format = voxd_audio_format::wav;
+    int sample_rate          = 24000; // of the input samples, Hz (8000 to 192000)
+    int64_t bitrate          = 0;     // bits/s for mp3, aac, opus and ogg; 0 = the format's default
+    bool streaming           = true;  // see voxd_encoder
 };
 
 // One file, encoded a chunk at a time. Output rate: the input rate when the codec takes it, else the nearest rate
@@ -37,7 +37,7 @@ public:
     explicit voxd_encoder(const voxd_encoder_params & params);
     ~voxd_encoder();
 
-    int         output_sample_rate() const;
+    int output_sample_rate() const;
     const char * codec_name() const; // FFmpeg's encoder name: "libmp3lame", "pcm_s16le", "flac", ...
 
     // Encodes `n` samples (read during the call only; NaN and infinities become 0, values beyond ±1 are clipped)
@@ -82,17 +82,17 @@ private:
     // it needs no lock; shared with that worker so a collected JS object never frees it under a running call.
     struct state {
         std::unique_ptr<voxd_encoder> encoder; // null after finish() ran or a call failed
-        std::string                   failure; // why a call failed: later calls say so
+        std::string failure;                   // why a call failed: later calls say so
     };
     std::shared_ptr<state> m_state;
 
     // JS thread only.
-    bool                m_busy     = false; // a call is queued or running: set when queued, cleared when it settles
-    bool                m_finished = false; // finish() was called
+    bool m_busy     = false; // a call is queued or running: set when queued, cleared when it settles
+    bool m_finished = false; // finish() was called
     voxd_encoder_params m_params;
-    std::string         m_format;
-    std::string         m_codec;
-    int                 m_output_rate = 0;
+    std::string m_format;
+    std::string m_codec;
+    int m_output_rate = 0;
 };
 
 // Exports AudioEncoder.

@@ -24,16 +24,16 @@ public:
         m_thread.join();
     }
 
-    voxd_executor(const voxd_executor &) = delete;
+    voxd_executor(const voxd_executor &)             = delete;
     voxd_executor & operator=(const voxd_executor &) = delete;
 
     // Runs `task` on the executor's thread after the tasks queued before it; returns when it ended, rethrowing
     // what it threw. Must not be called from a task (it would wait for itself).
     void run(const std::function<void()> & task) {
-        std::mutex              done_mutex;
+        std::mutex done_mutex;
         std::condition_variable done_cv;
-        bool                    done = false;
-        std::exception_ptr      error;
+        bool done = false;
+        std::exception_ptr error;
         {
             std::lock_guard<std::mutex> lock(m_mutex);
             m_queue.emplace_back([&] {
@@ -72,9 +72,9 @@ private:
         }
     }
 
-    std::mutex                        m_mutex; // guards m_queue and m_stopping
-    std::condition_variable           m_wake;
+    std::mutex m_mutex; // guards m_queue and m_stopping
+    std::condition_variable m_wake;
     std::deque<std::function<void()>> m_queue;
-    bool                              m_stopping = false;
-    std::thread                       m_thread; // last: started once the members above exist
+    bool m_stopping = false;
+    std::thread m_thread; // last: started once the members above exist
 };

@@ -16,10 +16,18 @@ struct voxd_avio_deleter {
         avio_context_free(&io);
     }
 };
-struct voxd_codec_deleter  { void operator()(AVCodecContext * ctx) const { avcodec_free_context(&ctx); } };
-struct voxd_packet_deleter { void operator()(AVPacket * pkt) const { av_packet_free(&pkt); } };
-struct voxd_frame_deleter  { void operator()(AVFrame * frame) const { av_frame_free(&frame); } };
-struct voxd_swr_deleter    { void operator()(SwrContext * swr) const { swr_free(&swr); } };
+struct voxd_codec_deleter {
+    void operator()(AVCodecContext * ctx) const { avcodec_free_context(&ctx); }
+};
+struct voxd_packet_deleter {
+    void operator()(AVPacket * pkt) const { av_packet_free(&pkt); }
+};
+struct voxd_frame_deleter {
+    void operator()(AVFrame * frame) const { av_frame_free(&frame); }
+};
+struct voxd_swr_deleter {
+    void operator()(SwrContext * swr) const { swr_free(&swr); }
+};
 
 using voxd_avio_ptr   = std::unique_ptr<AVIOContext, voxd_avio_deleter>;
 using voxd_codec_ptr  = std::unique_ptr<AVCodecContext, voxd_codec_deleter>;

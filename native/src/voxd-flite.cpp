@@ -46,32 +46,32 @@ using lex_init_fn       = cst_lexicon * (*) ();
 
 // The flite 2.2 functions voxd calls (libflite.so.1, libflite_usenglish.so.1, libflite_cmulex.so.1).
 struct voxd_flite_api {
-    decltype(&::flite_init)              flite_init              = nullptr;
-    decltype(&::flite_add_lang)          flite_add_lang          = nullptr;
-    decltype(&::flite_do_synth)          flite_do_synth          = nullptr;
-    decltype(&::utt_synth_tokens)        utt_synth_tokens        = nullptr;
-    decltype(&::new_utterance)           new_utterance           = nullptr;
-    decltype(&::delete_utterance)        delete_utterance        = nullptr;
-    decltype(&::utt_relation_create)     utt_relation_create     = nullptr;
-    decltype(&::utt_wave)                utt_wave                = nullptr;
-    decltype(&::relation_head)           relation_head           = nullptr;
-    decltype(&::relation_append)         relation_append         = nullptr;
-    decltype(&::item_set_string)         item_set_string         = nullptr;
-    decltype(&::feat_set)                feat_set                = nullptr;
-    decltype(&::feat_set_float)          feat_set_float          = nullptr;
-    decltype(&::feat_present)            feat_present            = nullptr;
-    decltype(&::feat_val)                feat_val                = nullptr;
-    decltype(&::get_param_string)        get_param_string        = nullptr;
-    decltype(&::val_breakfunc)           val_breakfunc           = nullptr;
-    decltype(&::default_utt_break)       default_utt_break       = nullptr;
-    decltype(&::ts_open_string)          ts_open_string          = nullptr;
-    decltype(&::ts_get)                  ts_get                  = nullptr;
-    decltype(&::ts_eof)                  ts_eof                  = nullptr;
-    decltype(&::ts_close)                ts_close                = nullptr;
+    decltype(&::flite_init) flite_init                             = nullptr;
+    decltype(&::flite_add_lang) flite_add_lang                     = nullptr;
+    decltype(&::flite_do_synth) flite_do_synth                     = nullptr;
+    decltype(&::utt_synth_tokens) utt_synth_tokens                 = nullptr;
+    decltype(&::new_utterance) new_utterance                       = nullptr;
+    decltype(&::delete_utterance) delete_utterance                 = nullptr;
+    decltype(&::utt_relation_create) utt_relation_create           = nullptr;
+    decltype(&::utt_wave) utt_wave                                 = nullptr;
+    decltype(&::relation_head) relation_head                       = nullptr;
+    decltype(&::relation_append) relation_append                   = nullptr;
+    decltype(&::item_set_string) item_set_string                   = nullptr;
+    decltype(&::feat_set) feat_set                                 = nullptr;
+    decltype(&::feat_set_float) feat_set_float                     = nullptr;
+    decltype(&::feat_present) feat_present                         = nullptr;
+    decltype(&::feat_val) feat_val                                 = nullptr;
+    decltype(&::get_param_string) get_param_string                 = nullptr;
+    decltype(&::val_breakfunc) val_breakfunc                       = nullptr;
+    decltype(&::default_utt_break) default_utt_break               = nullptr;
+    decltype(&::ts_open_string) ts_open_string                     = nullptr;
+    decltype(&::ts_get) ts_get                                     = nullptr;
+    decltype(&::ts_eof) ts_eof                                     = nullptr;
+    decltype(&::ts_close) ts_close                                 = nullptr;
     decltype(&::new_audio_streaming_info) new_audio_streaming_info = nullptr;
     decltype(&::audio_streaming_info_val) audio_streaming_info_val = nullptr;
-    lang_init_fn                         usenglish_init          = nullptr;
-    lex_init_fn                          cmulex_init             = nullptr;
+    lang_init_fn usenglish_init                                    = nullptr;
+    lex_init_fn cmulex_init                                        = nullptr;
 };
 
 // The built-in voices: all 16 kHz (Debian's cmu_us_kal is 8 kHz; kal16 is the same diphone voice at 16 kHz).
@@ -99,13 +99,13 @@ constexpr size_t k_n_voices = sizeof(k_voice_defs) / sizeof(k_voice_defs[0]);
 // a per-thread noise generator reseeded for every synthesis, so the output depends only on the request; a
 // longjmp back to the synthesis that failed; messages kept for the error instead of printed.
 
-thread_local uint64_t       t_noise_state = k_noise_seed;
-thread_local std::jmp_buf * t_fatal_jump  = nullptr; // set while voxd_clib_guarded runs flite on this thread (its exit() jumps back)
-thread_local char           t_first_message[256];    // flite's first message in the current synthesis
+thread_local uint64_t t_noise_state      = k_noise_seed;
+thread_local std::jmp_buf * t_fatal_jump = nullptr; // set while voxd_clib_guarded runs flite on this thread (its exit() jumps back)
+thread_local char t_first_message[256];             // flite's first message in the current synthesis
 
 int voxd_flite_rand() {
     t_noise_state = t_noise_state * 6364136223846793005ULL + 1442695040888963407ULL; // 64-bit LCG (Knuth's MMIX)
-    return (int) ((t_noise_state >> 33) & (uint64_t) RAND_MAX);                    // its high 31 bits
+    return (int) ((t_noise_state >> 33) & (uint64_t) RAND_MAX);                      // its high 31 bits
 }
 
 [[noreturn]] void voxd_flite_exit(int status) {
@@ -144,10 +144,10 @@ int voxd_flite_vfprintf_chk(FILE * stream, int /*flag*/, const char * format, va
 
 #if UINTPTR_MAX > 0xffffffffu
 #define VOXD_R_TYPE(info) ELF64_R_TYPE(info)
-#define VOXD_R_SYM(info)  ELF64_R_SYM(info)
+#define VOXD_R_SYM(info) ELF64_R_SYM(info)
 #else
 #define VOXD_R_TYPE(info) ELF32_R_TYPE(info)
-#define VOXD_R_SYM(info)  ELF32_R_SYM(info)
+#define VOXD_R_SYM(info) ELF32_R_SYM(info)
 #endif
 
 #if defined(__x86_64__)
@@ -196,21 +196,21 @@ int voxd_flite_hook_import(void * handle, const char * symbol, void * replacemen
     }
     const ElfW(Addr) base = map->l_addr;
     // glibc relocates the pointers of the dynamic section in place; other loaders may leave them relative
-    auto absolute = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
-    const ElfW(Sym) *  symtab = nullptr;
-    const char *       strtab = nullptr;
+    auto absolute                = [base](ElfW(Addr) p) { return p < base ? p + base : p; };
+    const ElfW(Sym) * symtab     = nullptr;
+    const char * strtab          = nullptr;
     const ElfW(Rela) * tables[2] = { nullptr, nullptr };
-    size_t             sizes[2]  = { 0, 0 };
-    bool               plt_rela  = true;
+    size_t sizes[2]              = { 0, 0 };
+    bool plt_rela                = true;
     for (const ElfW(Dyn) * d = map->l_ld; d->d_tag != DT_NULL; d++) {
         switch (d->d_tag) {
-            case DT_SYMTAB:   symtab    = reinterpret_cast<const ElfW(Sym) *>(absolute(d->d_un.d_ptr)); break;
-            case DT_STRTAB:   strtab    = reinterpret_cast<const char *>(absolute(d->d_un.d_ptr)); break;
-            case DT_JMPREL:   tables[0] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
-            case DT_PLTRELSZ: sizes[0]  = d->d_un.d_val; break;
-            case DT_PLTREL:   plt_rela  = d->d_un.d_val == DT_RELA; break;
-            case DT_RELA:     tables[1] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
-            case DT_RELASZ:   sizes[1]  = d->d_un.d_val; break;
+            case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_STRTAB: strtab = reinterpret_cast<const char *>(absolute(d->d_un.d_ptr)); break;
+            case DT_JMPREL: tables[0] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_PLTRELSZ: sizes[0] = d->d_un.d_val; break;
+            case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
+            case DT_RELA: tables[1] = reinterpret_cast<const ElfW(Rela) *>(absolute(d->d_un.d_ptr)); break;
+            case DT_RELASZ: sizes[1] = d->d_un.d_val; break;
             default: break;
         }
     }
@@ -225,14 +225,14 @@ int voxd_flite_hook_import(void * handle, const char * symbol, void * replacemen
     for (int t = 0; t < 2; t++) {
         for (size_t i = 0; tables[t] && i < sizes[t] / sizeof(ElfW(Rela)); i++) {
             const ElfW(Rela) & r = tables[t][i];
-            const uint32_t type = (uint32_t) VOXD_R_TYPE(r.r_info);
+            const uint32_t type  = (uint32_t) VOXD_R_TYPE(r.r_info);
             if ((type != k_reloc_jump_slot && type != k_reloc_glob_dat) || VOXD_R_SYM(r.r_info) == 0) {
                 continue;
             }
             if (std::strcmp(strtab + symtab[VOXD_R_SYM(r.r_info)].st_name, symbol) != 0) {
                 continue;
             }
-            void ** slot = reinterpret_cast<void **>(base + r.r_offset);
+            void ** slot        = reinterpret_cast<void **>(base + r.r_offset);
             const ElfW(Addr) at = reinterpret_cast<ElfW(Addr)>(slot) & ~(page - 1);
             if (mprotect(reinterpret_cast<void *>(at), page, PROT_READ | PROT_WRITE) != 0) {
                 continue;
@@ -255,24 +255,24 @@ int voxd_flite_hook_import(void * handle, const char * symbol, void * replacemen
 
 struct voxd_flite_library_state {
     voxd_flite_api api;
-    cst_voice *    voices[k_n_voices] = {};
-    bool           deterministic = false; // rand is redirected: the same request always gives the same audio
-    std::string    failure;
+    cst_voice * voices[k_n_voices] = {};
+    bool deterministic             = false; // rand is redirected: the same request always gives the same audio
+    std::string failure;
 };
 
 // Opens the libraries and registers the voices once per process; throws engine_unavailable (every time) when
 // that failed. The handles are never closed and the voices never unregistered: flite keeps them in globals.
 const voxd_flite_library_state & voxd_flite_library() {
     static voxd_flite_library_state state;
-    static std::once_flag           once;
+    static std::once_flag once;
     std::call_once(once, [] {
         voxd_flite_api & api = state.api;
-        void * flite = dlopen("libflite.so.1", RTLD_NOW | RTLD_LOCAL);
-        void * lang  = flite ? dlopen("libflite_usenglish.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
-        void * lex   = lang ? dlopen("libflite_cmulex.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        void * flite         = dlopen("libflite.so.1", RTLD_NOW | RTLD_LOCAL);
+        void * lang          = flite ? dlopen("libflite_usenglish.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        void * lex           = lang ? dlopen("libflite_cmulex.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
         if (!lex) {
             const char * why = dlerror();
-            state.failure = std::string("flite is not installed (") + (why ? why : "cannot open libflite.so.1") + "): " + k_install_hint;
+            state.failure    = std::string("flite is not installed (") + (why ? why : "cannot open libflite.so.1") + "): " + k_install_hint;
             return;
         }
         std::string missing;
@@ -307,7 +307,7 @@ const voxd_flite_library_state & voxd_flite_library() {
             void * lib = dlopen(k_voice_defs[i].library, RTLD_NOW | RTLD_LOCAL);
             if (!lib) {
                 const char * why = dlerror();
-                state.failure = std::string("a flite voice is missing (") + (why ? why : k_voice_defs[i].library) + "): " + k_install_hint;
+                state.failure    = std::string("a flite voice is missing (") + (why ? why : k_voice_defs[i].library) + "): " + k_install_hint;
                 return;
             }
             voxd_clib_resolve(lib, k_voice_defs[i].register_fn, registers[i], missing);
@@ -364,17 +364,17 @@ private:
     void run() override {
         voxd_check_abort(m_abort);
         const voxd_flite_library_state & lib = *m_voices->library;
-        cst_voice * voice = lib.voices[m_voice];
-        t_noise_state      = k_noise_seed; // the same noise for the same request, whatever ran before on this thread
-        t_first_message[0] = '\0';
-        m_status           = status::ok;
-        const bool survived = voxd_clib_guarded(t_fatal_jump, [&] { speak(lib.api, voice); });
+        cst_voice * voice                    = lib.voices[m_voice];
+        t_noise_state                        = k_noise_seed; // the same noise for the same request, whatever ran before on this thread
+        t_first_message[0]                   = '\0';
+        m_status                             = status::ok;
+        const bool survived                  = voxd_clib_guarded(t_fatal_jump, [&] { speak(lib.api, voice); });
         if (!survived) {
             throw voxd_error("synthesis_failed", std::string("flite failed: ") + (t_first_message[0] ? t_first_message : "internal error"));
         }
         switch (m_status) {
-            case status::ok:           break;
-            case status::aborted:      throw voxd_error("aborted", "the operation was aborted");
+            case status::ok: break;
+            case status::aborted: throw voxd_error("aborted", "the operation was aborted");
             case status::out_of_memory: throw voxd_error("out_of_memory", "out of memory");
             case status::failed:
                 throw voxd_error("synthesis_failed", std::string("flite failed to synthesise an utterance") +
@@ -389,10 +389,9 @@ private:
     // Inside voxd_clib_guarded: plain pointers only, no exceptions (see voxd-clib.h).
     void speak(const voxd_flite_api & api, cst_voice * voice) {
         const cst_features * vf = voice->features;
-        cst_tokenstream * ts = api.ts_open_string(m_text.c_str(), api.get_param_string(vf, "text_whitespace", nullptr),
-                                                  api.get_param_string(vf, "text_singlecharsymbols", nullptr),
-                                                  api.get_param_string(vf, "text_prepunctuation", nullptr),
-                                                  api.get_param_string(vf, "text_postpunctuation", nullptr));
+        cst_tokenstream * ts    = api.ts_open_string(
+               m_text.c_str(), api.get_param_string(vf, "text_whitespace", nullptr), api.get_param_string(vf, "text_singlecharsymbols", nullptr),
+               api.get_param_string(vf, "text_prepunctuation", nullptr), api.get_param_string(vf, "text_postpunctuation", nullptr));
         if (!ts) {
             m_status = status::failed;
             return;
@@ -401,9 +400,9 @@ private:
         if (api.feat_present(vf, "utt_break")) {
             breakfunc = api.val_breakfunc(api.feat_val(vf, "utt_break"));
         }
-        cst_utterance * utt    = api.new_utterance();
-        cst_relation *  tokrel = api.utt_relation_create(utt, "Token");
-        int             num_tokens = 0;
+        cst_utterance * utt   = api.new_utterance();
+        cst_relation * tokrel = api.utt_relation_create(utt, "Token");
+        int num_tokens        = 0;
         while (!api.ts_eof(ts) || num_tokens > 0) {
             const char * token = api.ts_get(ts);
             if (token[0] == '\0' || num_tokens > k_max_utterance_tokens || (api.relation_head(tokrel) && breakfunc(ts, token, tokrel))) {
@@ -444,9 +443,9 @@ private:
         // per-utterance features are looked up before the voice's: the shared voice is never written
         api.feat_set_float(utt->features, "duration_stretch", 1.0f / m_speed); // > 1 is slower: flite's rate control
         cst_audio_streaming_info * asi = api.new_audio_streaming_info();       // owned by the utterance from here
-        asi->min_buffsize = k_stream_min_samples;
-        asi->asc          = &voxd_flite_job::on_stream;
-        asi->userdata     = this;
+        asi->min_buffsize              = k_stream_min_samples;
+        asi->asc                       = &voxd_flite_job::on_stream;
+        asi->userdata                  = this;
         api.feat_set(utt->features, "streaming_info", api.audio_streaming_info_val(asi));
         m_streamed = 0;
 
@@ -516,15 +515,15 @@ private:
     }
 
     std::shared_ptr<const voxd_flite_voices> m_voices; // keeps the model's hold on the library while this runs
-    std::string                              m_text;
-    size_t                                   m_voice;
-    float                                    m_speed;
-    voxd_abort_ptr                           m_abort;
+    std::string m_text;
+    size_t m_voice;
+    float m_speed;
+    voxd_abort_ptr m_abort;
 
     // worker thread only
-    status m_status   = status::ok;
-    int    m_streamed = 0; // samples of the current utterance's wave streamed so far
-    int    m_bad_rate = 0;
+    status m_status = status::ok;
+    int m_streamed  = 0; // samples of the current utterance's wave streamed so far
+    int m_bad_rate  = 0;
 };
 
 } // namespace
@@ -536,25 +535,27 @@ Napi::Function voxd_flite_model::define(Napi::Env env) {
     for (size_t i = 0; i < k_n_voices; i++) {
         ids.Set((uint32_t) i, k_voice_defs[i].id);
     }
-    return DefineClass(env, "FliteModel", {
-        StaticMethod<&voxd_flite_model::load>("load"),
-        InstanceMethod<&voxd_flite_model::synthesize>("synthesize"),
-        InstanceMethod<&voxd_flite_model::release>("release"),
-        InstanceAccessor<&voxd_flite_model::voices>("voices"),
-        InstanceAccessor<&voxd_flite_model::deterministic>("deterministic"),
-        StaticValue("sampleRate", Napi::Number::New(env, k_sample_rate)),
-        StaticValue("voiceIds", ids),
-    });
+    return DefineClass(env, "FliteModel",
+                       {
+                           StaticMethod<&voxd_flite_model::load>("load"),
+                           InstanceMethod<&voxd_flite_model::synthesize>("synthesize"),
+                           InstanceMethod<&voxd_flite_model::release>("release"),
+                           InstanceAccessor<&voxd_flite_model::voices>("voices"),
+                           InstanceAccessor<&voxd_flite_model::deterministic>("deterministic"),
+                           StaticValue("sampleRate", Napi::Number::New(env, k_sample_rate)),
+                           StaticValue("voiceIds", ids),
+                       });
 }
 
 voxd_flite_model::voxd_flite_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_flite_model>(info) {}
 
 Napi::Value voxd_flite_model::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    using loaded = std::shared_ptr<const voxd_flite_voices>;
-    return voxd_async_worker<loaded>::run(env, "voxd.flite.load",
+    using loaded  = std::shared_ptr<const voxd_flite_voices>;
+    return voxd_async_worker<loaded>::run(
+        env, "voxd.flite.load",
         []() {
-            auto voices = std::make_shared<voxd_flite_voices>();
+            auto voices     = std::make_shared<voxd_flite_voices>();
             voices->library = &voxd_flite_library();
             // every voice speaks once, so a broken installation fails here rather than in a request
             for (size_t i = 0; i < k_n_voices; i++) {
@@ -571,14 +572,14 @@ Napi::Value voxd_flite_model::load(const Napi::CallbackInfo & info) {
             return loaded(voices);
         },
         [](Napi::Env env, loaded & voices) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "FliteModel").New({});
+            Napi::Object obj      = voxd_class(env, "FliteModel").New({});
             Unwrap(obj)->m_voices = voices;
             return obj;
         });
 }
 
 Napi::Value voxd_flite_model::voices(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env   = info.Env();
     Napi::Array out = Napi::Array::New(env, k_n_voices);
     for (size_t i = 0; i < k_n_voices; i++) {
         Napi::Object v = Napi::Object::New(env);
@@ -607,10 +608,10 @@ Napi::Value voxd_flite_model::synthesize(const Napi::CallbackInfo & info) {
     if (!info[1].IsObject()) {
         throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): options must be an object");
     }
-    Napi::Object options = info[1].As<Napi::Object>();
-    Napi::Value voice_value = options.Get("voice");
+    Napi::Object options       = info[1].As<Napi::Object>();
+    Napi::Value voice_value    = options.Get("voice");
     const std::string voice_id = voice_value.IsString() ? voice_value.As<Napi::String>().Utf8Value() : std::string();
-    size_t voice = k_n_voices;
+    size_t voice               = k_n_voices;
     for (size_t i = 0; i < k_n_voices; i++) {
         if (voice_id == k_voice_defs[i].id) {
             voice = i;
@@ -619,7 +620,7 @@ Napi::Value voxd_flite_model::synthesize(const Napi::CallbackInfo & info) {
     if (voice == k_n_voices) {
         throw voxd_make_js_error(env, "invalid_argument", "synthesize(text, options): unknown voice '" + voice_id + "' (slt, kal, awb, rms)");
     }
-    double speed = 1.0;
+    double speed            = 1.0;
     Napi::Value speed_value = options.Get("speed");
     if (!speed_value.IsUndefined() && !speed_value.IsNull()) {
         speed = speed_value.IsNumber() ? speed_value.As<Napi::Number>().DoubleValue() : NAN;

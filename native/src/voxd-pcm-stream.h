@@ -21,17 +21,18 @@ public:
     // Main thread: queues `job` on a worker and returns the promise of all its samples as one Float32Array. When
     // `on_audio` is a function it also receives them in chunks while the worker runs. `work_name` and `audio_name`
     // name the async resources (static strings).
-    static Napi::Promise start(Napi::Env env, std::shared_ptr<voxd_pcm_stream_job> job, const Napi::Value & on_audio,
-                               const char * work_name, const char * audio_name) {
+    static Napi::Promise start(Napi::Env env, std::shared_ptr<voxd_pcm_stream_job> job, const Napi::Value & on_audio, const char * work_name,
+                               const char * audio_name) {
         // the final flush calls the callback directly; the reference lives in the settle lambda, on the main thread
         std::shared_ptr<Napi::FunctionReference> callback;
         if (on_audio.IsFunction()) {
             Napi::Function fn = on_audio.As<Napi::Function>();
-            callback = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
-            job->m_tsfn = Napi::ThreadSafeFunction::New(env, fn, audio_name, 0 /* unbounded queue */, 1 /* the worker */);
-            job->m_streaming = true;
+            callback          = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
+            job->m_tsfn       = Napi::ThreadSafeFunction::New(env, fn, audio_name, 0 /* unbounded queue */, 1 /* the worker */);
+            job->m_streaming  = true;
         }
-        return voxd_async_worker<bool>::run(env, work_name,
+        return voxd_async_worker<bool>::run(
+            env, work_name,
             [job]() {
                 job->execute();
                 return true;
@@ -48,7 +49,10 @@ public:
     void execute() {
         struct tsfn_release {
             voxd_pcm_stream_job & job;
-            ~tsfn_release() { if (job.m_streaming) job.m_tsfn.Release(); }
+            ~tsfn_release() {
+                if (job.m_streaming)
+                    job.m_tsfn.Release();
+            }
         } guard{ *this };
         try {
             run();
@@ -85,7 +89,7 @@ protected:
         m_tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn, false); });
     }
 
-    std::mutex         m_mutex; // guards m_samples, m_ready and m_delivered
+    std::mutex m_mutex; // guards m_samples, m_ready and m_delivered
     std::vector<float> m_samples;
 
 private:
@@ -123,9 +127,9 @@ private:
 
     // Created by start() with one thread reference, owned by the worker, released when execute() ends.
     Napi::ThreadSafeFunction m_tsfn;
-    bool                     m_streaming = false;
+    bool m_streaming = false;
 
-    size_t            m_ready     = 0; // samples JS may receive now
-    size_t            m_delivered = 0; // samples JS has received
+    size_t m_ready     = 0; // samples JS may receive now
+    size_t m_delivered = 0; // samples JS has received
     std::atomic<bool> m_failed{ false };
 };

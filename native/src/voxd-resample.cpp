@@ -20,27 +20,24 @@ extern "C" {
 // rate (measured at 24 -> 16 kHz: flat within 0.05 dB to 6.5 kHz, -0.9 dB at 7 kHz, >= 90 dB of attenuation from
 // 8.2 kHz up) keep speech's band and reject what would fold back into it.
 namespace {
-constexpr int    voxd_filter_size = 64;
-constexpr double voxd_cutoff      = 0.91;
+constexpr int voxd_filter_size = 64;
+constexpr double voxd_cutoff   = 0.91;
 // Input handed to swr_convert at once (any chunk is cut into such pieces): keeps its int output count small.
 constexpr size_t voxd_piece = 1024;
 } // namespace
 
-voxd_stream_resampler::voxd_stream_resampler(int input_rate, int output_rate)
-    : m_in_rate(input_rate), m_out_rate(output_rate) {
-    for (int rate : {input_rate, output_rate}) {
+voxd_stream_resampler::voxd_stream_resampler(int input_rate, int output_rate) : m_in_rate(input_rate), m_out_rate(output_rate) {
+    for (int rate : { input_rate, output_rate }) {
         if (rate < min_rate || rate > max_rate) {
-            throw voxd_error("invalid_argument", "sample rates must be integers from " + std::to_string(min_rate) +
-                                                     " to " + std::to_string(max_rate) + " Hz (got " +
-                                                     std::to_string(rate) + ")");
+            throw voxd_error("invalid_argument", "sample rates must be integers from " + std::to_string(min_rate) + " to " + std::to_string(max_rate) +
+                                                     " Hz (got " + std::to_string(rate) + ")");
         }
     }
     if (input_rate == output_rate) {
         return;
     }
     AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO; // not const: FFmpeg 5.1's prototype takes a plain pointer
-    int ret = swr_alloc_set_opts2(&m_swr, &mono, AV_SAMPLE_FMT_FLT, output_rate, &mono, AV_SAMPLE_FMT_FLT,
-                                  input_rate, 0, nullptr);
+    int ret              = swr_alloc_set_opts2(&m_swr, &mono, AV_SAMPLE_FMT_FLT, output_rate, &mono, AV_SAMPLE_FMT_FLT, input_rate, 0, nullptr);
     if (ret >= 0) {
         ret = av_opt_set_int(m_swr, "filter_size", voxd_filter_size, 0);
     }
@@ -52,19 +49,20 @@ voxd_stream_resampler::voxd_stream_resampler(int input_rate, int output_rate)
     }
     if (ret < 0) {
         swr_free(&m_swr);
-        throw voxd_error("native_error", "the resampler could not be set up for " + std::to_string(input_rate) +
-                                             " -> " + std::to_string(output_rate) + " Hz");
+        throw voxd_error("native_error", "the resampler could not be set up for " + std::to_string(input_rate) + " -> " + std::to_string(output_rate) + " Hz");
     }
 }
 
-voxd_stream_resampler::~voxd_stream_resampler() { swr_free(&m_swr); }
+voxd_stream_resampler::~voxd_stream_resampler() {
+    swr_free(&m_swr);
+}
 
 void voxd_stream_resampler::process(const float * in, size_t n, std::vector<float> & out) {
     // NaN or infinity would spread through the filter into every later output sample: silence instead
     float clean[voxd_piece];
     for (size_t done = 0; done < n;) {
         const size_t k = std::min(n - done, voxd_piece);
-        bool finite = true;
+        bool finite    = true;
         for (size_t i = 0; i < k && finite; i++) {
             finite = std::isfinite(in[done + i]);
         }
@@ -107,9 +105,9 @@ void voxd_stream_resampler::convert(const float * in, int n, std::vector<float> 
     }
     const size_t old = out.size();
     out.resize(old + (size_t) room);
-    auto * dst = reinterpret_cast<uint8_t *>(out.data() + old);
+    auto * dst       = reinterpret_cast<uint8_t *>(out.data() + old);
     const auto * src = reinterpret_cast<const uint8_t *>(in);
-    const int got = swr_convert(m_swr, &dst, room, in ? &src : nullptr, n);
+    const int got    = swr_convert(m_swr, &dst, room, in ? &src : nullptr, n);
     out.resize(old + (size_t) std::max(got, 0));
     if (got < 0) {
         throw voxd_error("native_error", "the audio could not be resampled");
@@ -128,24 +126,24 @@ namespace {
 class voxd_resampler_js : public Napi::ObjectWrap<voxd_resampler_js> {
 public:
     static Napi::Function define(Napi::Env env) {
-        return DefineClass(env, "Resampler", {
-            InstanceMethod<&voxd_resampler_js::process>("process"),
-            InstanceMethod<&voxd_resampler_js::flush>("flush"),
-            InstanceMethod<&voxd_resampler_js::reset>("reset"),
-            InstanceAccessor<&voxd_resampler_js::input_rate>("inputRate"),
-            InstanceAccessor<&voxd_resampler_js::output_rate>("outputRate"),
-        });
+        return DefineClass(env, "Resampler",
+                           {
+                               InstanceMethod<&voxd_resampler_js::process>("process"),
+                               InstanceMethod<&voxd_resampler_js::flush>("flush"),
+                               InstanceMethod<&voxd_resampler_js::reset>("reset"),
+                               InstanceAccessor<&voxd_resampler_js::input_rate>("inputRate"),
+                               InstanceAccessor<&voxd_resampler_js::output_rate>("outputRate"),
+                           });
     }
 
     explicit voxd_resampler_js(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_resampler_js>(info) {
         Napi::Env env = info.Env();
         if (!info[0].IsObject()) {
-            throw voxd_make_js_error(env, "invalid_argument",
-                                     "new Resampler(options): options must be an object { inputRate, outputRate }");
+            throw voxd_make_js_error(env, "invalid_argument", "new Resampler(options): options must be an object { inputRate, outputRate }");
         }
         Napi::Object options = info[0].As<Napi::Object>();
-        const int in_rate  = rate_option(env, options, "inputRate");
-        const int out_rate = rate_option(env, options, "outputRate");
+        const int in_rate    = rate_option(env, options, "inputRate");
+        const int out_rate   = rate_option(env, options, "outputRate");
         try {
             m_resampler = std::make_unique<voxd_stream_resampler>(in_rate, out_rate);
         } catch (const voxd_error & e) {
@@ -155,22 +153,19 @@ public:
 
 private:
     static int rate_option(Napi::Env env, const Napi::Object & options, const char * name) {
-        Napi::Value v = options.Get(name);
+        Napi::Value v     = options.Get(name);
         const double rate = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
-        if (!(rate >= voxd_stream_resampler::min_rate && rate <= voxd_stream_resampler::max_rate) ||
-            rate != std::floor(rate)) {
+        if (!(rate >= voxd_stream_resampler::min_rate && rate <= voxd_stream_resampler::max_rate) || rate != std::floor(rate)) {
             throw voxd_make_js_error(env, "invalid_argument",
-                                     std::string("new Resampler: ") + name + " must be an integer from " +
-                                         std::to_string(voxd_stream_resampler::min_rate) + " to " +
-                                         std::to_string(voxd_stream_resampler::max_rate));
+                                     std::string("new Resampler: ") + name + " must be an integer from " + std::to_string(voxd_stream_resampler::min_rate) +
+                                         " to " + std::to_string(voxd_stream_resampler::max_rate));
         }
         return (int) rate;
     }
 
     Napi::Value process(const Napi::CallbackInfo & info) {
-        Napi::Env env = info.Env();
-        const napi_typedarray_type type =
-            info[0].IsTypedArray() ? info[0].As<Napi::TypedArray>().TypedArrayType() : napi_uint8_clamped_array;
+        Napi::Env env                   = info.Env();
+        const napi_typedarray_type type = info[0].IsTypedArray() ? info[0].As<Napi::TypedArray>().TypedArrayType() : napi_uint8_clamped_array;
         m_out.clear();
         try {
             if (type == napi_float32_array) {
@@ -225,8 +220,8 @@ private:
     }
 
     std::unique_ptr<voxd_stream_resampler> m_resampler;
-    std::vector<float>                     m_in;  // Int16 input as float
-    std::vector<float>                     m_out; // this call's output
+    std::vector<float> m_in;  // Int16 input as float
+    std::vector<float> m_out; // this call's output
 };
 
 } // namespace

@@ -35,8 +35,8 @@ public:
 private:
     void convert(const float * in, int n, std::vector<float> & out);
 
-    int          m_in_rate;
-    int          m_out_rate;
+    int m_in_rate;
+    int m_out_rate;
     SwrContext * m_swr = nullptr; // null when the rates are equal (a plain copy)
 };
 

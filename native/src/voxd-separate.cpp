@@ -16,7 +16,7 @@ constexpr double voxd_pi = 3.14159265358979323846;
 // std::complex's operator* checks for NaN/inf (a libgcc call per product without -ffast-math); the spectra are
 // finite, so the plain formula is enough.
 inline voxd_cpx voxd_cmul(voxd_cpx a, voxd_cpx b) {
-    return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+    return { a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real() };
 }
 
 // ---- FFT ----
@@ -45,12 +45,12 @@ public:
         m_twiddle.resize(m_half / 2);
         for (int k = 0; k < m_half / 2; k++) {
             const double a = -2.0 * voxd_pi * k / m_half;
-            m_twiddle[k] = {(float) std::cos(a), (float) std::sin(a)};
+            m_twiddle[k]   = { (float) std::cos(a), (float) std::sin(a) };
         }
         m_split.resize(m_half + 1);
         for (int k = 0; k <= m_half; k++) {
             const double a = -2.0 * voxd_pi * k / m_n;
-            m_split[k] = {(float) std::cos(a), (float) std::sin(a)};
+            m_split[k]     = { (float) std::cos(a), (float) std::sin(a) };
         }
         m_buf.resize(m_half);
     }
@@ -60,30 +60,30 @@ public:
     // `in`: n samples; `out`: n/2 + 1 bins.
     void forward(const float * in, voxd_cpx * out) {
         for (int i = 0; i < m_half; i++) {
-            m_buf[i] = {in[2 * i], in[2 * i + 1]};
+            m_buf[i] = { in[2 * i], in[2 * i + 1] };
         }
         transform(false);
         const voxd_cpx z0 = m_buf[0];
-        out[0]      = {z0.real() + z0.imag(), 0.0f};
-        out[m_half] = {z0.real() - z0.imag(), 0.0f};
+        out[0]            = { z0.real() + z0.imag(), 0.0f };
+        out[m_half]       = { z0.real() - z0.imag(), 0.0f };
         for (int k = 1; k < m_half; k++) {
-            const voxd_cpx zk = m_buf[k];
-            const voxd_cpx zc = std::conj(m_buf[m_half - k]);
+            const voxd_cpx zk   = m_buf[k];
+            const voxd_cpx zc   = std::conj(m_buf[m_half - k]);
             const voxd_cpx even = 0.5f * (zk + zc);
-            const voxd_cpx d = zk - zc;
-            const voxd_cpx odd = {0.5f * d.imag(), -0.5f * d.real()}; // d / 2i
-            out[k] = even + voxd_cmul(m_split[k], odd);
+            const voxd_cpx d    = zk - zc;
+            const voxd_cpx odd  = { 0.5f * d.imag(), -0.5f * d.real() }; // d / 2i
+            out[k]              = even + voxd_cmul(m_split[k], odd);
         }
     }
 
     // `in`: n/2 + 1 bins (the imaginary parts of bins 0 and n/2 are ignored); `out`: n samples.
     void inverse(const voxd_cpx * in, float * out) {
         for (int k = 0; k < m_half; k++) {
-            const voxd_cpx xk = in[k];
-            const voxd_cpx xc = std::conj(in[m_half - k]);
+            const voxd_cpx xk   = in[k];
+            const voxd_cpx xc   = std::conj(in[m_half - k]);
             const voxd_cpx even = 0.5f * (xk + xc);
-            const voxd_cpx odd = voxd_cmul(0.5f * (xk - xc), std::conj(m_split[k]));
-            m_buf[k] = {even.real() - odd.imag(), even.imag() + odd.real()}; // even + i odd
+            const voxd_cpx odd  = voxd_cmul(0.5f * (xk - xc), std::conj(m_split[k]));
+            m_buf[k]            = { even.real() - odd.imag(), even.imag() + odd.real() }; // even + i odd
         }
         transform(true);
         const float scale = 1.0f / (float) m_half;
@@ -103,7 +103,7 @@ private:
         }
         for (int len = 2; len <= m_half; len <<= 1) {
             const int step = m_half / len;
-            const int hl = len / 2;
+            const int hl   = len / 2;
             for (int i = 0; i < m_half; i += len) {
                 for (int j = 0; j < hl; j++) {
                     voxd_cpx w = m_twiddle[j * step];
@@ -112,16 +112,16 @@ private:
                     }
                     const voxd_cpx u = a[i + j];
                     const voxd_cpx v = voxd_cmul(a[i + j + hl], w);
-                    a[i + j]      = u + v;
-                    a[i + j + hl] = u - v;
+                    a[i + j]         = u + v;
+                    a[i + j + hl]    = u - v;
                 }
             }
         }
     }
 
-    int                   m_n;
-    int                   m_half;
-    std::vector<int>      m_rev;     // bit reversal of the half-size transform
+    int m_n;
+    int m_half;
+    std::vector<int> m_rev;          // bit reversal of the half-size transform
     std::vector<voxd_cpx> m_twiddle; // exp(-2 pi i k / (n/2)), k < n/4
     std::vector<voxd_cpx> m_split;   // exp(-2 pi i k / n), k <= n/2
     std::vector<voxd_cpx> m_buf;
@@ -133,23 +133,23 @@ private:
 // sample sum to exactly 1.5, so dividing by it reconstructs the input. Frame t starts at t*hop - 3*hop (the signal
 // is zero outside [0, n)), so every sample, the first and last included, lies under four whole frames.
 struct voxd_stft {
-    int     rate;
-    int     n_fft;
-    int     hop;
-    int     n_bins;
+    int rate;
+    int n_fft;
+    int hop;
+    int n_bins;
     int64_t n_samples;
     int64_t n_frames;
 
     std::vector<float> window;
-    float              synth_scale; // window / 1.5: the synthesis window
+    float synth_scale; // window / 1.5: the synthesis window
 
     voxd_stft(int rate, int64_t n_samples) : rate(rate), n_samples(n_samples) {
         // ~46 ms frames (2048 at 44.1 kHz): the nearest power of two on a log scale
         const int e = (int) std::lround(std::log2(rate * 2048.0 / 44100.0));
-        n_fft  = 1 << std::clamp(e, 8, 14);
-        hop    = n_fft / 4;
-        n_bins = n_fft / 2 + 1;
-        n_frames = n_samples > 0 ? (n_samples - 1) / hop + 4 : 0;
+        n_fft       = 1 << std::clamp(e, 8, 14);
+        hop         = n_fft / 4;
+        n_bins      = n_fft / 2 + 1;
+        n_frames    = n_samples > 0 ? (n_samples - 1) / hop + 4 : 0;
         window.resize(n_fft);
         for (int k = 0; k < n_fft; k++) {
             window[k] = (float) (0.5 - 0.5 * std::cos(2.0 * voxd_pi * k / n_fft));
@@ -158,27 +158,26 @@ struct voxd_stft {
     }
 
     int64_t frame_start(int64_t t) const { return t * hop - 3 * (int64_t) hop; }
-    double  bin_hz(int f) const { return (double) f * rate / n_fft; }
-    double  frames_per_second() const { return (double) rate / hop; }
+    double bin_hz(int f) const { return (double) f * rate / n_fft; }
+    double frames_per_second() const { return (double) rate / hop; }
 };
 
 // The spectra of frames [first, first + frames) of every channel: x[(c * frames + t) * bins + f].
 struct voxd_spec_window {
-    int64_t               first  = 0;
-    int                   frames = 0;
-    int                   bins   = 0;
-    int                   channels = 0;
+    int64_t first = 0;
+    int frames    = 0;
+    int bins      = 0;
+    int channels  = 0;
     std::vector<voxd_cpx> x;
 
     voxd_cpx * frame(int c, int t) { return x.data() + ((size_t) c * frames + t) * bins; }
     const voxd_cpx * frame(int c, int t) const { return x.data() + ((size_t) c * frames + t) * bins; }
 };
 
-void voxd_analyse(const voxd_stft & stft, voxd_rfft & fft, const std::vector<std::vector<float>> & input,
-                  int64_t first, int frames, voxd_spec_window & spec) {
-    spec.first = first;
-    spec.frames = frames;
-    spec.bins = stft.n_bins;
+void voxd_analyse(const voxd_stft & stft, voxd_rfft & fft, const std::vector<std::vector<float>> & input, int64_t first, int frames, voxd_spec_window & spec) {
+    spec.first    = first;
+    spec.frames   = frames;
+    spec.bins     = stft.n_bins;
     spec.channels = (int) input.size();
     spec.x.resize((size_t) spec.channels * frames * stft.n_bins);
     std::vector<float> buf(stft.n_fft);
@@ -188,7 +187,7 @@ void voxd_analyse(const voxd_stft & stft, voxd_rfft & fft, const std::vector<std
             const int64_t start = stft.frame_start(first + t);
             for (int k = 0; k < stft.n_fft; k++) {
                 const int64_t i = start + k;
-                buf[k] = i >= 0 && i < stft.n_samples ? x[i] * stft.window[k] : 0.0f;
+                buf[k]          = i >= 0 && i < stft.n_samples ? x[i] * stft.window[k] : 0.0f;
             }
             fft.forward(buf.data(), spec.frame(c, t));
         }
@@ -196,15 +195,15 @@ void voxd_analyse(const voxd_stft & stft, voxd_rfft & fft, const std::vector<std
 }
 
 // Overlap-adds mask x spectrum of window frames [t0, t1) into `out` (masks laid out like the spectra).
-void voxd_synthesise(const voxd_stft & stft, voxd_rfft & fft, const voxd_spec_window & spec,
-                     const std::vector<float> & mask, int t0, int t1, std::vector<std::vector<float>> & out) {
+void voxd_synthesise(const voxd_stft & stft, voxd_rfft & fft, const voxd_spec_window & spec, const std::vector<float> & mask, int t0, int t1,
+                     std::vector<std::vector<float>> & out) {
     std::vector<voxd_cpx> bins(stft.n_bins);
-    std::vector<float>    buf(stft.n_fft);
+    std::vector<float> buf(stft.n_fft);
     for (int c = 0; c < spec.channels; c++) {
         float * y = out[c].data();
         for (int t = t0; t < t1; t++) {
             const voxd_cpx * x = spec.frame(c, t);
-            const float *    m = mask.data() + ((size_t) c * spec.frames + t) * spec.bins;
+            const float * m    = mask.data() + ((size_t) c * spec.frames + t) * spec.bins;
             for (int f = 0; f < stft.n_bins; f++) {
                 bins[f] = m[f] * x[f];
             }
@@ -237,14 +236,13 @@ struct voxd_hpss_params {
 
     explicit voxd_hpss_params(const voxd_stft & stft) {
         half_time = std::max(2, (int) std::lround(0.10 * stft.frames_per_second())); // ~0.2 s kernel
-        half_freq = std::max(2, (int) std::lround(250.0 / stft.bin_hz(1)));         // ~500 Hz kernel
+        half_freq = std::max(2, (int) std::lround(250.0 / stft.bin_hz(1)));          // ~500 Hz kernel
     }
 };
 
 // Percussive soft masks of window frames [t0, t1) of channel c into mask (same layout as the spectra).
-void voxd_percussive_mask(const voxd_spec_window & spec, const voxd_hpss_params & p, int c, int t0, int t1,
-                          std::vector<float> & mask) {
-    const int bins = spec.bins;
+void voxd_percussive_mask(const voxd_spec_window & spec, const voxd_hpss_params & p, int c, int t0, int t1, std::vector<float> & mask) {
+    const int bins   = spec.bins;
     const int frames = spec.frames;
     // magnitudes, bin-major so the time median reads contiguous memory
     std::vector<float> mag_tf((size_t) frames * bins);
@@ -252,8 +250,8 @@ void voxd_percussive_mask(const voxd_spec_window & spec, const voxd_hpss_params 
     for (int t = 0; t < frames; t++) {
         const voxd_cpx * x = spec.frame(c, t);
         for (int f = 0; f < bins; f++) {
-            const float m = std::abs(x[f]);
-            mag_tf[(size_t) t * bins + f] = m;
+            const float m                   = std::abs(x[f]);
+            mag_tf[(size_t) t * bins + f]   = m;
             mag_ft[(size_t) f * frames + t] = m;
         }
     }
@@ -270,16 +268,16 @@ void voxd_percussive_mask(const voxd_spec_window & spec, const voxd_hpss_params 
     }
     for (int t = t0; t < t1; t++) {
         const float * col = mag_tf.data() + (size_t) t * bins;
-        float * m = mask.data() + ((size_t) c * frames + t) * bins;
+        float * m         = mask.data() + ((size_t) c * frames + t) * bins;
         for (int f = 0; f < bins; f++) {
             const int a = std::max(0, f - p.half_freq);
             const int b = std::min(bins, f + p.half_freq + 1);
             std::copy(col + a, col + b, scratch.begin());
             const float perc = voxd_median(scratch.data(), b - a);
-            const float h = harm[(size_t) (t - t0) * bins + f];
-            const float pp = perc * perc;
-            const float hh = h * h;
-            m[f] = pp + hh > 0.0f ? pp / (pp + hh) : 0.5f;
+            const float h    = harm[(size_t) (t - t0) * bins + f];
+            const float pp   = perc * perc;
+            const float hh   = h * h;
+            m[f]             = pp + hh > 0.0f ? pp / (pp + hh) : 0.5f;
         }
     }
 }
@@ -294,11 +292,11 @@ void voxd_percussive_mask(const voxd_spec_window & spec, const voxd_hpss_params 
 // similarity on the first pass's background estimate, so frames are matched by their background rather than by the
 // voice over it. The mask is weighted by a speech-band prior and, for stereo, by how centred each bin is.
 struct voxd_voice_params {
-    int   min_distance;   // frames: similar frames are searched at least this far away
-    int   neighbours;     // similar frames whose per-bin minimum is the repeating background
+    int min_distance;     // frames: similar frames are searched at least this far away
+    int neighbours;       // similar frames whose per-bin minimum is the repeating background
     float floor_quantile; // per-bin quantile of the window taken as stationary noise
-    int   bands;          // similarity features
-    int   passes;
+    int bands;            // similarity features
+    int passes;
 
     explicit voxd_voice_params(const voxd_stft & stft) {
         min_distance   = std::max(1, (int) std::lround(0.5 * stft.frames_per_second()));
@@ -321,11 +319,10 @@ float voxd_speech_prior(double hz) {
 
 // Unit-norm similarity features of `mag` (frames x bins): magnitudes summed over log-spaced bands from 50 Hz up,
 // square-root compressed.
-void voxd_voice_features(const std::vector<float> & mag, const std::vector<int> & band_of, int frames, int bins,
-                         int bands, std::vector<float> & feat) {
+void voxd_voice_features(const std::vector<float> & mag, const std::vector<int> & band_of, int frames, int bins, int bands, std::vector<float> & feat) {
     feat.assign((size_t) frames * bands, 0.0f);
     for (int t = 0; t < frames; t++) {
-        float * v = feat.data() + (size_t) t * bands;
+        float * v       = feat.data() + (size_t) t * bands;
         const float * m = mag.data() + (size_t) t * bins;
         for (int f = 0; f < bins; f++) {
             v[band_of[f]] += m[f];
@@ -342,10 +339,9 @@ void voxd_voice_features(const std::vector<float> & mag, const std::vector<int> 
     }
 }
 
-void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, const voxd_voice_params & p, int t0,
-                     int t1, std::vector<float> & mask) {
-    const int bins = spec.bins;
-    const int frames = spec.frames;
+void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, const voxd_voice_params & p, int t0, int t1, std::vector<float> & mask) {
+    const int bins     = spec.bins;
+    const int frames   = spec.frames;
     const int channels = spec.channels;
 
     // mean magnitude of the channels
@@ -353,7 +349,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
     for (int c = 0; c < channels; c++) {
         for (int t = 0; t < frames; t++) {
             const voxd_cpx * x = spec.frame(c, t);
-            float * m = mag.data() + (size_t) t * bins;
+            float * m          = mag.data() + (size_t) t * bins;
             for (int f = 0; f < bins; f++) {
                 m[f] += std::abs(x[f]) / (float) channels;
             }
@@ -365,7 +361,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
     const double hi_hz = stft.rate / 2.0;
     for (int f = 0; f < bins; f++) {
         const double hz = std::max(stft.bin_hz(f), lo_hz);
-        band_of[f] = std::min(p.bands - 1, (int) (p.bands * std::log(hz / lo_hz) / std::log(hi_hz / lo_hz)));
+        band_of[f]      = std::min(p.bands - 1, (int) (p.bands * std::log(hz / lo_hz) / std::log(hi_hz / lo_hz)));
     }
 
     // stationary floor: a low quantile of each bin over the window
@@ -383,7 +379,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
     }
 
     std::vector<float> voice((size_t) frames * bins, 0.0f); // the Wiener mask before the priors
-    std::vector<float> source = mag;                       // what the similarity features are made of
+    std::vector<float> source = mag;                        // what the similarity features are made of
     std::vector<float> feat;
     std::vector<std::pair<float, int>> sims;
     sims.reserve(frames);
@@ -391,8 +387,8 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
         voxd_voice_features(source, band_of, frames, bins, p.bands, feat);
         // earlier passes feed the next pass's features, which every frame of the window needs
         const bool last = pass + 1 == p.passes;
-        const int a = last ? t0 : 0;
-        const int b = last ? t1 : frames;
+        const int a     = last ? t0 : 0;
+        const int b     = last ? t1 : frames;
         for (int t = a; t < b; t++) {
             const float * ft = feat.data() + (size_t) t * p.bands;
             sims.clear();
@@ -401,7 +397,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
                     continue;
                 }
                 const float * fu = feat.data() + (size_t) u * p.bands;
-                float s = 0;
+                float s          = 0;
                 for (int j = 0; j < p.bands; j++) {
                     s += ft[j] * fu[j];
                 }
@@ -411,7 +407,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
             std::partial_sort(sims.begin(), sims.begin() + k, sims.end(),
                               [](const std::pair<float, int> & x, const std::pair<float, int> & y) { return x.first > y.first; });
             const float * m = mag.data() + (size_t) t * bins;
-            float * v = voice.data() + (size_t) t * bins;
+            float * v       = voice.data() + (size_t) t * bins;
             for (int f = 0; f < bins; f++) {
                 float rep = m[f];
                 for (int j = 0; j < k; j++) {
@@ -421,7 +417,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
                 const float fg = m[f] - bg;
                 const float ff = fg * fg;
                 const float bb = bg * bg;
-                v[f] = ff + bb > 0.0f ? ff / (ff + bb) : 0.0f;
+                v[f]           = ff + bb > 0.0f ? ff / (ff + bb) : 0.0f;
             }
         }
         if (!last) {
@@ -436,7 +432,7 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
         prior[f] = voxd_speech_prior(stft.bin_hz(f));
     }
     for (int t = t0; t < t1; t++) {
-        float * m0 = mask.data() + (size_t) t * bins; // channel 0
+        float * m0      = mask.data() + (size_t) t * bins; // channel 0
         const float * v = voice.data() + (size_t) t * bins;
         for (int f = 0; f < bins; f++) {
             m0[f] = v[f] * prior[f];
@@ -458,16 +454,18 @@ void voxd_voice_mask(const voxd_stft & stft, const voxd_spec_window & spec, cons
 // ---- the block loop ----
 
 // Low-band weight of the bass method: 1 well below 250 Hz, 0.5 at 250 Hz, a smooth 8th-order roll-off above.
-float voxd_bass_weight(double hz) { return (float) (1.0 / (1.0 + std::pow(hz / 250.0, 8))); }
+float voxd_bass_weight(double hz) {
+    return (float) (1.0 / (1.0 + std::pow(hz / 250.0, 8)));
+}
 
 // Frames of one block (~12 s); the context frames on each side feed the medians and the similarity search.
 constexpr double voxd_block_seconds   = 12.0;
 constexpr double voxd_voice_context_s = 4.0;
 
-std::vector<std::vector<float>> voxd_apply_method(const std::vector<std::vector<float>> & input, int rate,
-                                                  voxd_separation_method method, const voxd_abort_ptr & abort) {
+std::vector<std::vector<float>> voxd_apply_method(const std::vector<std::vector<float>> & input, int rate, voxd_separation_method method,
+                                                  const voxd_abort_ptr & abort) {
     const int channels = (int) input.size();
-    const int64_t n = (int64_t) input[0].size();
+    const int64_t n    = (int64_t) input[0].size();
     std::vector<std::vector<float>> out(channels, std::vector<float>((size_t) n, 0.0f));
     if (n == 0) {
         return out;
@@ -480,9 +478,7 @@ std::vector<std::vector<float>> voxd_apply_method(const std::vector<std::vector<
     const int64_t block = std::max<int64_t>(1, std::lround(voxd_block_seconds * stft.frames_per_second()));
     // the time median reaches half_time frames each side: with that much context a frame's mask does not depend
     // on where the blocks are cut
-    const int64_t context = method == voxd_separation_method::voice
-                                ? std::lround(voxd_voice_context_s * stft.frames_per_second())
-                                : hpss.half_time;
+    const int64_t context = method == voxd_separation_method::voice ? std::lround(voxd_voice_context_s * stft.frames_per_second()) : hpss.half_time;
 
     voxd_spec_window spec;
     std::vector<float> mask;
@@ -513,11 +509,8 @@ std::vector<std::vector<float>> voxd_apply_method(const std::vector<std::vector<
                     }
                 }
                 break;
-            case voxd_separation_method::voice:
-                voxd_voice_mask(stft, spec, voice, t0, t1, mask);
-                break;
-            default:
-                throw voxd_error("invalid_argument", "not a primary separation method");
+            case voxd_separation_method::voice: voxd_voice_mask(stft, spec, voice, t0, t1, mask); break;
+            default: throw voxd_error("invalid_argument", "not a primary separation method");
         }
         voxd_check_abort(abort);
         voxd_synthesise(stft, fft, spec, mask, t0, t1, out);
@@ -529,9 +522,11 @@ std::vector<std::vector<float>> voxd_apply_method(const std::vector<std::vector<
 
 bool voxd_parse_separation_method(const std::string & name, voxd_separation_method & method) {
     static const std::pair<const char *, voxd_separation_method> names[] = {
-        {"percussive", voxd_separation_method::percussive}, {"harmonic", voxd_separation_method::harmonic},
-        {"voice", voxd_separation_method::voice},           {"accompaniment", voxd_separation_method::accompaniment},
-        {"bass", voxd_separation_method::bass},
+        { "percussive", voxd_separation_method::percussive },
+        { "harmonic", voxd_separation_method::harmonic },
+        { "voice", voxd_separation_method::voice },
+        { "accompaniment", voxd_separation_method::accompaniment },
+        { "bass", voxd_separation_method::bass },
     };
     for (const auto & [n, m] : names) {
         if (name == n) {
@@ -542,8 +537,8 @@ bool voxd_parse_separation_method(const std::string & name, voxd_separation_meth
     return false;
 }
 
-std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<float>> & channels, int sample_rate,
-                                              voxd_separation_method method, const voxd_abort_ptr & abort) {
+std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<float>> & channels, int sample_rate, voxd_separation_method method,
+                                              const voxd_abort_ptr & abort) {
     if (channels.empty() || channels.size() > 2) {
         throw voxd_error("invalid_argument", "separate: 1 or 2 channels are supported");
     }
@@ -551,8 +546,7 @@ std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<floa
         throw voxd_error("invalid_argument", "separate: the channels must have the same length");
     }
     if (sample_rate < voxd_separate_min_rate || sample_rate > voxd_separate_max_rate) {
-        throw voxd_error("invalid_argument", "separate: sampleRate must be an integer from " +
-                                                 std::to_string(voxd_separate_min_rate) + " to " +
+        throw voxd_error("invalid_argument", "separate: sampleRate must be an integer from " + std::to_string(voxd_separate_min_rate) + " to " +
                                                  std::to_string(voxd_separate_max_rate));
     }
     // complements are the input minus the primary target: each pair then sums to the input exactly
@@ -576,7 +570,7 @@ std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<floa
 // ---- JS binding ----
 
 static Napi::Value voxd_separate_js(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env      = info.Env();
     const char * usage = "separate(channels, options, abort?)";
     if (!info[0].IsArray()) {
         throw voxd_make_js_error(env, "invalid_argument", std::string(usage) + ": channels must be an array of Float32Array");
@@ -588,20 +582,18 @@ static Napi::Value voxd_separate_js(const Napi::CallbackInfo & info) {
     if (!info[1].IsObject()) {
         throw voxd_make_js_error(env, "invalid_argument", std::string(usage) + ": options must be an object");
     }
-    Napi::Object options = info[1].As<Napi::Object>();
-    Napi::Value rate = options.Get("sampleRate");
+    Napi::Object options    = info[1].As<Napi::Object>();
+    Napi::Value rate        = options.Get("sampleRate");
     const double rate_value = rate.IsNumber() ? rate.As<Napi::Number>().DoubleValue() : 0;
-    if (!(rate_value >= voxd_separate_min_rate && rate_value <= voxd_separate_max_rate) ||
-        rate_value != std::floor(rate_value)) {
+    if (!(rate_value >= voxd_separate_min_rate && rate_value <= voxd_separate_max_rate) || rate_value != std::floor(rate_value)) {
         throw voxd_make_js_error(env, "invalid_argument",
-                                 "separate: sampleRate must be an integer from " + std::to_string(voxd_separate_min_rate) +
-                                     " to " + std::to_string(voxd_separate_max_rate));
+                                 "separate: sampleRate must be an integer from " + std::to_string(voxd_separate_min_rate) + " to " +
+                                     std::to_string(voxd_separate_max_rate));
     }
     Napi::Value method_value = options.Get("method");
     voxd_separation_method method;
     if (!method_value.IsString() || !voxd_parse_separation_method(method_value.As<Napi::String>().Utf8Value(), method)) {
-        throw voxd_make_js_error(env, "invalid_argument",
-                                 "separate: method must be one of percussive, harmonic, voice, accompaniment, bass");
+        throw voxd_make_js_error(env, "invalid_argument", "separate: method must be one of percussive, harmonic, voice, accompaniment, bass");
     }
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[2]);
 
@@ -620,10 +612,9 @@ static Napi::Value voxd_separate_js(const Napi::CallbackInfo & info) {
     }
 
     using result_t = std::vector<std::vector<float>>;
-    return voxd_async_worker<result_t>::run(env, "voxd.separate",
-        [channels = std::move(channels), rate = (int) rate_value, method, abort]() {
-            return voxd_separate(channels, rate, method, abort);
-        },
+    return voxd_async_worker<result_t>::run(
+        env, "voxd.separate",
+        [channels = std::move(channels), rate = (int) rate_value, method, abort]() { return voxd_separate(channels, rate, method, abort); },
         [](Napi::Env env, result_t & result) -> Napi::Value {
             Napi::Array out = Napi::Array::New(env, result.size());
             for (size_t c = 0; c < result.size(); c++) {
@@ -632,10 +623,10 @@ static Napi::Value voxd_separate_js(const Napi::CallbackInfo & info) {
                     continue;
                 }
                 // no copy: the ArrayBuffer owns the vector and frees it when collected
-                auto owned = std::make_unique<std::vector<float>>(std::move(result[c]));
-                const size_t n = owned->size();
-                Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, owned->data(), n * sizeof(float),
-                    [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
+                auto owned               = std::make_unique<std::vector<float>>(std::move(result[c]));
+                const size_t n           = owned->size();
+                Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+                    env, owned->data(), n * sizeof(float), [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
                 owned.release(); // now owned by `buffer`
                 out.Set((uint32_t) c, Napi::Float32Array::New(env, n, buffer, 0));
             }

@@ -24,8 +24,8 @@ constexpr int voxd_separate_max_rate = 192000;
 // The target stem of `channels` (1 or 2 of equal length, at `sample_rate`): as many channels of the same length.
 // Complement methods are the input minus the primary method's target, so each pair sums to the input exactly.
 // Throws voxd_error "invalid_argument" for bad arguments, "aborted" once `abort` is set (checked between blocks).
-std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<float>> & channels, int sample_rate,
-                                              voxd_separation_method method, const voxd_abort_ptr & abort);
+std::vector<std::vector<float>> voxd_separate(const std::vector<std::vector<float>> & channels, int sample_rate, voxd_separation_method method,
+                                              const voxd_abort_ptr & abort);
 
 // JS: `separate(channels: Float32Array[], { sampleRate, method }, abort?) -> Promise<Float32Array[]>`.
 void voxd_separate_init(Napi::Env env, Napi::Object exports);

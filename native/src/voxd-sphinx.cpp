@@ -25,8 +25,7 @@
 
 namespace {
 
-const char * const k_install_hint =
-    "install Debian's libpocketsphinx3 and pocketsphinx-en-us packages (apt-get install libpocketsphinx3 pocketsphinx-en-us)";
+const char * const k_install_hint = "install Debian's libpocketsphinx3 and pocketsphinx-en-us packages (apt-get install libpocketsphinx3 pocketsphinx-en-us)";
 
 // Live streams must keep up with real time, several per core: at most 3000 active HMMs and 10 word exits per frame
 // (defaults 30000 and unlimited) cut a stream's decoding time by about 28 % (4.0 s to 2.9 s for the three LibriVox
@@ -41,38 +40,39 @@ constexpr size_t k_block_samples = 2048;
 
 // The handful of pocketsphinx 5prealpha (soname .so.3) and sphinxbase functions voxd calls.
 struct voxd_sphinx_api {
-    decltype(&::cmd_ln_parse_r)   cmd_ln_parse_r   = nullptr;
-    decltype(&::cmd_ln_free_r)    cmd_ln_free_r    = nullptr;
-    decltype(&::cmd_ln_int_r)     cmd_ln_int_r     = nullptr;
-    decltype(&::cmd_ln_float_r)   cmd_ln_float_r   = nullptr;
+    decltype(&::cmd_ln_parse_r) cmd_ln_parse_r     = nullptr;
+    decltype(&::cmd_ln_free_r) cmd_ln_free_r       = nullptr;
+    decltype(&::cmd_ln_int_r) cmd_ln_int_r         = nullptr;
+    decltype(&::cmd_ln_float_r) cmd_ln_float_r     = nullptr;
     decltype(&::err_set_callback) err_set_callback = nullptr;
-    decltype(&::err_set_logfp)    err_set_logfp    = nullptr;
-    decltype(&::logmath_exp)      logmath_exp      = nullptr;
+    decltype(&::err_set_logfp) err_set_logfp       = nullptr;
+    decltype(&::logmath_exp) logmath_exp           = nullptr;
 
-    decltype(&::ps_args)          ps_args          = nullptr;
-    decltype(&::ps_init)          ps_init          = nullptr;
-    decltype(&::ps_free)          ps_free          = nullptr;
-    decltype(&::ps_get_config)    ps_get_config    = nullptr;
-    decltype(&::ps_get_feat)      ps_get_feat      = nullptr;
-    decltype(&::ps_get_logmath)   ps_get_logmath   = nullptr;
-    decltype(&::ps_start_stream)  ps_start_stream  = nullptr;
-    decltype(&::ps_start_utt)     ps_start_utt     = nullptr;
-    decltype(&::ps_process_raw)   ps_process_raw   = nullptr;
-    decltype(&::ps_end_utt)       ps_end_utt       = nullptr;
+    decltype(&::ps_args) ps_args                   = nullptr;
+    decltype(&::ps_init) ps_init                   = nullptr;
+    decltype(&::ps_free) ps_free                   = nullptr;
+    decltype(&::ps_get_config) ps_get_config       = nullptr;
+    decltype(&::ps_get_feat) ps_get_feat           = nullptr;
+    decltype(&::ps_get_logmath) ps_get_logmath     = nullptr;
+    decltype(&::ps_start_stream) ps_start_stream   = nullptr;
+    decltype(&::ps_start_utt) ps_start_utt         = nullptr;
+    decltype(&::ps_process_raw) ps_process_raw     = nullptr;
+    decltype(&::ps_end_utt) ps_end_utt             = nullptr;
     decltype(&::ps_get_in_speech) ps_get_in_speech = nullptr;
-    decltype(&::ps_get_hyp)       ps_get_hyp       = nullptr;
-    decltype(&::ps_seg_iter)      ps_seg_iter      = nullptr;
-    decltype(&::ps_seg_next)      ps_seg_next      = nullptr;
-    decltype(&::ps_seg_word)      ps_seg_word      = nullptr;
-    decltype(&::ps_seg_frames)    ps_seg_frames    = nullptr;
-    decltype(&::ps_seg_prob)      ps_seg_prob      = nullptr;
-    decltype(&::ps_seg_free)      ps_seg_free      = nullptr;
+    decltype(&::ps_get_hyp) ps_get_hyp             = nullptr;
+    decltype(&::ps_seg_iter) ps_seg_iter           = nullptr;
+    decltype(&::ps_seg_next) ps_seg_next           = nullptr;
+    decltype(&::ps_seg_word) ps_seg_word           = nullptr;
+    decltype(&::ps_seg_frames) ps_seg_frames       = nullptr;
+    decltype(&::ps_seg_prob) ps_seg_prob           = nullptr;
+    decltype(&::ps_seg_free) ps_seg_free           = nullptr;
 };
 
 // pocketsphinx logs through one process-wide callback. voxd drops every line below ERROR and keeps, per thread,
 // the first error of the current call for the message of the voxd_error it throws.
-thread_local std::string    t_first_error;
-thread_local std::jmp_buf * t_fatal_jump = nullptr; // set while voxd_clib_guarded runs pocketsphinx on this thread: its FATAL log jumps back (pocketsphinx exit()s right after), and that decoder is never used again
+thread_local std::string t_first_error;
+thread_local std::jmp_buf * t_fatal_jump =
+    nullptr; // set while voxd_clib_guarded runs pocketsphinx on this thread: its FATAL log jumps back (pocketsphinx exit()s right after), and that decoder is never used again
 
 // `ERROR: "dict.c", line 195: Failed to open ...` -> `Failed to open ...`
 std::string voxd_sphinx_strip_prefix(const char * line) {
@@ -124,15 +124,14 @@ void voxd_sphinx_log(void * /*user_data*/, err_lvl_t level, const char * fmt, ..
 // are never closed: the library keeps process-wide state, its log callback among it, pointing into this file.
 const voxd_sphinx_api & voxd_sphinx_library() {
     static voxd_sphinx_api api;
-    static std::string     failure;
-    static std::once_flag  once;
+    static std::string failure;
+    static std::once_flag once;
     std::call_once(once, [] {
         void * base = dlopen("libsphinxbase.so.3", RTLD_NOW | RTLD_LOCAL);
         void * ps   = base ? dlopen("libpocketsphinx.so.3", RTLD_NOW | RTLD_LOCAL) : nullptr;
         if (!ps) {
             const char * why = dlerror();
-            failure = std::string("pocketsphinx is not installed (") + (why ? why : "cannot open libpocketsphinx.so.3") +
-                      "): " + k_install_hint;
+            failure          = std::string("pocketsphinx is not installed (") + (why ? why : "cannot open libpocketsphinx.so.3") + "): " + k_install_hint;
             return;
         }
         std::string missing;
@@ -239,38 +238,37 @@ struct voxd_sphinx_decoder {
     }
 
     const voxd_sphinx_api & api;
-    ps_decoder_t *          ps = nullptr; // owned: ps_free in the destructor
-    int                     sample_rate = 0;
-    int                     frame_rate  = 0;
-    bool                    in_utt = false;
-    bool                    broken = false; // a FATAL error left the library mid-call: leaked, never reused
+    ps_decoder_t * ps = nullptr; // owned: ps_free in the destructor
+    int sample_rate   = 0;
+    int frame_rate    = 0;
+    bool in_utt       = false;
+    bool broken       = false; // a FATAL error left the library mid-call: leaked, never reused
 
     // Live cepstral mean normalisation adapts across utterances and is not reset by ps_start_stream; restoring
     // it as initialised makes a pooled decoder give what a fresh one (and pocketsphinx_continuous) gives.
     std::vector<mfcc_t> cmn_mean;
     std::vector<mfcc_t> cmn_sum;
-    int32               cmn_nframe = 0;
+    int32 cmn_nframe = 0;
 
     void init(const voxd_sphinx_paths & paths, const voxd_sphinx_args & args);
     std::vector<voxd_sphinx_segment> decode(const std::vector<int16> & pcm, const voxd_abort_ptr & abort);
     void finish(); // ends an utterance left open by an abort or an error, so the decoder can be reused
 
     // the steps of decode(), also taken one block at a time by a live transcription
-    void begin_clip();                              // restores the cepstral mean, new stream, first utterance
+    void begin_clip();                               // restores the cepstral mean, new stream, first utterance
     bool process_block(const int16 * pcm, size_t n); // true while the decoder's VAD hears speech
     void end_utterance();
     void start_utterance();
-    std::string partial_hyp();                      // the open utterance's best hypothesis so far
+    std::string partial_hyp();                                             // the open utterance's best hypothesis so far
     void collect(std::vector<voxd_sphinx_segment> & out, double duration); // the ended utterance, if any words
 
 private:
-    template <typename F>
-    void call(const char * what, F fn) {
+    template <typename F> void call(const char * what, F fn) {
         t_first_error.clear();
         if (!voxd_clib_guarded(t_fatal_jump, fn)) {
             broken = true;
-            throw voxd_error("transcription_failed", std::string("pocketsphinx failed in ") + what + ": " +
-                                                         (t_first_error.empty() ? "fatal error" : t_first_error));
+            throw voxd_error("transcription_failed",
+                             std::string("pocketsphinx failed in ") + what + ": " + (t_first_error.empty() ? "fatal error" : t_first_error));
         }
     }
 };
@@ -309,12 +307,12 @@ void voxd_sphinx_decoder::init(const voxd_sphinx_paths & paths, const voxd_sphin
         api.cmd_ln_free_r(config);
     }
     if (!ps) {
-        throw voxd_error("model_load_failed", "pocketsphinx cannot load the model (hmm " + paths.hmm + ", lm " + paths.lm + ", dict " + paths.dict +
-                                                  ")" + (t_first_error.empty() ? "" : ": " + t_first_error));
+        throw voxd_error("model_load_failed", "pocketsphinx cannot load the model (hmm " + paths.hmm + ", lm " + paths.lm + ", dict " + paths.dict + ")" +
+                                                  (t_first_error.empty() ? "" : ": " + t_first_error));
     }
     cmd_ln_t * ps_config = api.ps_get_config(ps); // borrowed from the decoder
-    sample_rate = (int) api.cmd_ln_float_r(ps_config, "-samprate");
-    frame_rate  = (int) api.cmd_ln_int_r(ps_config, "-frate");
+    sample_rate          = (int) api.cmd_ln_float_r(ps_config, "-samprate");
+    frame_rate           = (int) api.cmd_ln_int_r(ps_config, "-frate");
     if (frame_rate <= 0) {
         throw voxd_error("model_load_failed", "pocketsphinx reports a frame rate of " + std::to_string(frame_rate));
     }
@@ -359,7 +357,7 @@ void voxd_sphinx_decoder::begin_clip() {
 }
 
 bool voxd_sphinx_decoder::process_block(const int16 * pcm, size_t n) {
-    int rc = 0;
+    int rc          = 0;
     uint8 in_speech = 0;
     call("ps_process_raw", [&] {
         rc        = api.ps_process_raw(ps, pcm, n, FALSE, FALSE);
@@ -401,7 +399,7 @@ std::vector<voxd_sphinx_segment> voxd_sphinx_decoder::decode(const std::vector<i
     bool utt_started = false;
     for (size_t at = 0; at < pcm.size(); at += k_block_samples) {
         voxd_check_abort(abort);
-        const size_t n = std::min(k_block_samples, pcm.size() - at);
+        const size_t n       = std::min(k_block_samples, pcm.size() - at);
         const bool in_speech = process_block(pcm.data() + at, n);
         if (in_speech && !utt_started) {
             utt_started = true;
@@ -429,8 +427,11 @@ void voxd_sphinx_decoder::collect(std::vector<voxd_sphinx_segment> & out, double
     // ps_seg_next frees it at the end
     struct seg_iter_guard {
         voxd_sphinx_decoder & dec;
-        ps_seg_t *            it; // owned
-        ~seg_iter_guard() { if (it && !dec.broken) dec.api.ps_seg_free(it); }
+        ps_seg_t * it; // owned
+        ~seg_iter_guard() {
+            if (it && !dec.broken)
+                dec.api.ps_seg_free(it);
+        }
     } iter{ *this, nullptr };
     logmath_t * lmath = nullptr; // borrowed from the decoder
     call("ps_seg_iter", [&] {
@@ -485,8 +486,8 @@ voxd_sphinx_decoder_ptr voxd_sphinx_pool::acquire() {
     voxd_sphinx_decoder_ptr dec(new voxd_sphinx_decoder(voxd_sphinx_library()));
     dec->init(m_paths, m_args);
     if (dec->sample_rate != 16000) {
-        throw voxd_error("model_load_failed", "the acoustic model " + m_paths.hmm + " expects " + std::to_string(dec->sample_rate) +
-                                                  " Hz audio; voxd feeds pocketsphinx 16 kHz");
+        throw voxd_error("model_load_failed",
+                         "the acoustic model " + m_paths.hmm + " expects " + std::to_string(dec->sample_rate) + " Hz audio; voxd feeds pocketsphinx 16 kHz");
     }
     std::lock_guard<std::mutex> lock(m_mutex);
     m_alive++;
@@ -541,15 +542,16 @@ Napi::Function voxd_sphinx_model::define(Napi::Env env) {
     defaults.Set("hmm", VOXD_SPHINX_DEFAULT_HMM);
     defaults.Set("lm", VOXD_SPHINX_DEFAULT_LM);
     defaults.Set("dict", VOXD_SPHINX_DEFAULT_DICT);
-    return DefineClass(env, "SphinxModel", {
-        StaticMethod<&voxd_sphinx_model::load>("load"),
-        InstanceMethod<&voxd_sphinx_model::transcribe>("transcribe"),
-        InstanceMethod<&voxd_sphinx_model::open_stream>("openStream"),
-        InstanceMethod<&voxd_sphinx_model::stats>("stats"),
-        InstanceMethod<&voxd_sphinx_model::release>("release"),
-        StaticValue("sampleRate", Napi::Number::New(env, 16000)),
-        StaticValue("defaultPaths", defaults),
-    });
+    return DefineClass(env, "SphinxModel",
+                       {
+                           StaticMethod<&voxd_sphinx_model::load>("load"),
+                           InstanceMethod<&voxd_sphinx_model::transcribe>("transcribe"),
+                           InstanceMethod<&voxd_sphinx_model::open_stream>("openStream"),
+                           InstanceMethod<&voxd_sphinx_model::stats>("stats"),
+                           InstanceMethod<&voxd_sphinx_model::release>("release"),
+                           StaticValue("sampleRate", Napi::Number::New(env, 16000)),
+                           StaticValue("defaultPaths", defaults),
+                       });
 }
 
 voxd_sphinx_model::voxd_sphinx_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_sphinx_model>(info) {}
@@ -560,7 +562,7 @@ Napi::Value voxd_sphinx_model::load(const Napi::CallbackInfo & info) {
     size_t max_idle = 2;
     if (info[0].IsObject()) {
         Napi::Object o = info[0].As<Napi::Object>();
-        auto path = [&](const char * key, std::string & out) {
+        auto path      = [&](const char * key, std::string & out) {
             Napi::Value v = o.Get(key);
             if (v.IsUndefined() || v.IsNull()) {
                 return;
@@ -584,12 +586,17 @@ Napi::Value voxd_sphinx_model::load(const Napi::CallbackInfo & info) {
     auto live_pool = std::make_shared<voxd_sphinx_pool>(paths, max_idle, k_live_search);
 
     using loaded = std::pair<std::shared_ptr<voxd_sphinx_pool>, std::shared_ptr<voxd_sphinx_pool>>;
-    return voxd_async_worker<loaded>::run(env, "voxd.sphinx.load",
+    return voxd_async_worker<loaded>::run(
+        env, "voxd.sphinx.load",
         [pool, live_pool]() -> loaded {
             voxd_sphinx_library(); // engine_unavailable first: a missing library explains missing files too
             const voxd_sphinx_paths & p = pool->paths();
-            const voxd_sphinx_paths   defaults;
-            const struct { std::string path; bool is_default; bool directory; } files[] = {
+            const voxd_sphinx_paths defaults;
+            const struct {
+                std::string path;
+                bool is_default;
+                bool directory;
+            } files[] = {
                 { p.hmm, p.hmm == defaults.hmm, true },
                 { p.hmm + "/mdef", p.hmm == defaults.hmm, false },
                 { p.lm, p.lm == defaults.lm, false },
@@ -608,7 +615,7 @@ Napi::Value voxd_sphinx_model::load(const Napi::CallbackInfo & info) {
             return { pool, live_pool };
         },
         [](Napi::Env env, loaded & pools) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "SphinxModel").New({});
+            Napi::Object obj         = voxd_class(env, "SphinxModel").New({});
             Unwrap(obj)->m_pool      = pools.first;
             Unwrap(obj)->m_live_pool = pools.second;
             return obj;
@@ -620,13 +627,13 @@ Napi::Value voxd_sphinx_model::transcribe(const Napi::CallbackInfo & info) {
     if (!m_pool) {
         throw voxd_make_js_error(env, "closed", "the pocketsphinx model was released");
     }
-    std::vector<float> samples = voxd_copy_samples(info[0], "samples");
-    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[1]);
+    std::vector<float> samples             = voxd_copy_samples(info[0], "samples");
+    voxd_abort_ptr abort                   = voxd_abort_flag::from_value(info[1]);
     std::shared_ptr<voxd_sphinx_pool> pool = m_pool;
 
     using result = std::vector<voxd_sphinx_segment>;
-    return voxd_async_worker<result>::run(env, "voxd.sphinx.transcribe",
-        [pool, samples = std::move(samples), abort]() { return pool->transcribe(samples, abort); },
+    return voxd_async_worker<result>::run(
+        env, "voxd.sphinx.transcribe", [pool, samples = std::move(samples), abort]() { return pool->transcribe(samples, abort); },
         [](Napi::Env env, result & segs) -> Napi::Value {
             std::string text;
             Napi::Array arr = Napi::Array::New(env, segs.size());
@@ -663,7 +670,7 @@ Napi::Value voxd_sphinx_model::stats(const Napi::CallbackInfo & info) {
     }
     auto describe = [&](voxd_sphinx_pool & pool) {
         const voxd_sphinx_pool::stats_t st = pool.stats();
-        Napi::Object o = Napi::Object::New(env);
+        Napi::Object o                     = Napi::Object::New(env);
         o.Set("decoders", (double) st.decoders);
         o.Set("idle", (double) st.idle);
         return o;
@@ -740,18 +747,18 @@ struct voxd_sphinx_stream_state {
     }
 
     std::shared_ptr<voxd_sphinx_pool> pool;
-    voxd_sphinx_decoder_ptr           dec; // held from openStream until close
-    const size_t                      stable_blocks;
-    std::mutex                        mutex; // one call at a time on the decoder
-    bool                              closed = false;
+    voxd_sphinx_decoder_ptr dec; // held from openStream until close
+    const size_t stable_blocks;
+    std::mutex mutex; // one call at a time on the decoder
+    bool closed = false;
 
     // the open turn
-    bool                                  active = false; // begin_clip() done
-    std::vector<int16>                    pending;        // less than a block, waiting for more audio
-    bool                                  utt_started = false;
-    std::string                           text;           // everything sent in this turn
-    std::vector<std::string>              said;           // the words sent of the open utterance
-    std::deque<std::vector<std::string>>  history;        // the open utterance's latest partial hypotheses
+    bool active = false;        // begin_clip() done
+    std::vector<int16> pending; // less than a block, waiting for more audio
+    bool utt_started = false;
+    std::string text;                             // everything sent in this turn
+    std::vector<std::string> said;                // the words sent of the open utterance
+    std::deque<std::vector<std::string>> history; // the open utterance's latest partial hypotheses
 
     void check_open() const {
         if (closed) {
@@ -789,7 +796,7 @@ struct voxd_sphinx_stream_state {
             return;
         }
         const std::vector<std::string> & newest = history.back();
-        size_t agreed = newest.size();
+        size_t agreed                           = newest.size();
         for (const std::vector<std::string> & h : history) {
             size_t k = 0;
             while (k < agreed && k < h.size() && h[k] == newest[k]) {
@@ -839,8 +846,7 @@ struct voxd_sphinx_stream_state {
     }
 
     // runs `fn` on the open turn; an abort or error drops the turn, so what was sent stays all that was said
-    template <typename F>
-    auto guarded(F fn) -> decltype(fn()) {
+    template <typename F> auto guarded(F fn) -> decltype(fn()) {
         try {
             return fn();
         } catch (...) {
@@ -913,13 +919,14 @@ struct voxd_sphinx_stream_state {
 };
 
 Napi::Function voxd_sphinx_stream::define(Napi::Env env) {
-    return DefineClass(env, "SphinxStream", {
-        InstanceMethod<&voxd_sphinx_stream::feed>("feed"),
-        InstanceMethod<&voxd_sphinx_stream::finish>("finish"),
-        InstanceMethod<&voxd_sphinx_stream::reset>("reset"),
-        InstanceMethod<&voxd_sphinx_stream::close>("close"),
-        StaticValue("blockSamples", Napi::Number::New(env, (double) k_block_samples)),
-    });
+    return DefineClass(env, "SphinxStream",
+                       {
+                           InstanceMethod<&voxd_sphinx_stream::feed>("feed"),
+                           InstanceMethod<&voxd_sphinx_stream::finish>("finish"),
+                           InstanceMethod<&voxd_sphinx_stream::reset>("reset"),
+                           InstanceMethod<&voxd_sphinx_stream::close>("close"),
+                           StaticValue("blockSamples", Napi::Number::New(env, (double) k_block_samples)),
+                       });
 }
 
 voxd_sphinx_stream::voxd_sphinx_stream(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_sphinx_stream>(info) {}
@@ -932,11 +939,12 @@ std::shared_ptr<voxd_sphinx_stream_state> voxd_sphinx_stream::state(Napi::Env en
 }
 
 Napi::Value voxd_sphinx_stream::feed(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env                                = info.Env();
     std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
-    std::vector<float> samples = voxd_copy_samples(info[0], "samples");
-    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[1]);
-    return voxd_async_worker<std::string>::run(env, "voxd.sphinx.stream.feed",
+    std::vector<float> samples                   = voxd_copy_samples(info[0], "samples");
+    voxd_abort_ptr abort                         = voxd_abort_flag::from_value(info[1]);
+    return voxd_async_worker<std::string>::run(
+        env, "voxd.sphinx.stream.feed",
         [st, samples = std::move(samples), abort]() {
             std::vector<int16> pcm(samples.size());
             std::transform(samples.begin(), samples.end(), pcm.begin(), [](float x) {
@@ -949,11 +957,11 @@ Napi::Value voxd_sphinx_stream::feed(const Napi::CallbackInfo & info) {
 }
 
 Napi::Value voxd_sphinx_stream::finish(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env                                = info.Env();
     std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
-    voxd_abort_ptr abort = voxd_abort_flag::from_value(info[0]);
-    return voxd_async_worker<voxd_sphinx_stream_result>::run(env, "voxd.sphinx.stream.finish",
-        [st, abort]() { return st->finish(abort); },
+    voxd_abort_ptr abort                         = voxd_abort_flag::from_value(info[0]);
+    return voxd_async_worker<voxd_sphinx_stream_result>::run(
+        env, "voxd.sphinx.stream.finish", [st, abort]() { return st->finish(abort); },
         [](Napi::Env env, voxd_sphinx_stream_result & r) -> Napi::Value {
             Napi::Object o = Napi::Object::New(env);
             o.Set("delta", r.delta);
@@ -963,23 +971,31 @@ Napi::Value voxd_sphinx_stream::finish(const Napi::CallbackInfo & info) {
 }
 
 Napi::Value voxd_sphinx_stream::reset(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env                                = info.Env();
     std::shared_ptr<voxd_sphinx_stream_state> st = state(env);
-    return voxd_async_worker<bool>::run(env, "voxd.sphinx.stream.reset",
-        [st]() { st->reset(); return true; },
+    return voxd_async_worker<bool>::run(
+        env, "voxd.sphinx.stream.reset",
+        [st]() {
+            st->reset();
+            return true;
+        },
         [](Napi::Env env, bool &) -> Napi::Value { return env.Undefined(); });
 }
 
 Napi::Value voxd_sphinx_stream::close(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env                                = info.Env();
     std::shared_ptr<voxd_sphinx_stream_state> st = std::move(m_state); // later calls reject with `closed`
     if (!st) {
         Napi::Promise::Deferred done = Napi::Promise::Deferred::New(env); // closed already
         done.Resolve(env.Undefined());
         return done.Promise();
     }
-    return voxd_async_worker<bool>::run(env, "voxd.sphinx.stream.close",
-        [st]() { st->close(); return true; },
+    return voxd_async_worker<bool>::run(
+        env, "voxd.sphinx.stream.close",
+        [st]() {
+            st->close();
+            return true;
+        },
         [](Napi::Env env, bool &) -> Napi::Value { return env.Undefined(); });
 }
 
@@ -998,15 +1014,16 @@ Napi::Value voxd_sphinx_model::open_stream(const Napi::CallbackInfo & info) {
             stable_blocks = (size_t) v.As<Napi::Number>().Int32Value();
         }
     }
-    auto st = std::make_shared<voxd_sphinx_stream_state>(m_live_pool, stable_blocks);
+    auto st      = std::make_shared<voxd_sphinx_stream_state>(m_live_pool, stable_blocks);
     using opened = std::shared_ptr<voxd_sphinx_stream_state>;
-    return voxd_async_worker<opened>::run(env, "voxd.sphinx.openStream",
+    return voxd_async_worker<opened>::run(
+        env, "voxd.sphinx.openStream",
         [st]() {
             st->dec = st->pool->acquire();
             return st;
         },
         [](Napi::Env env, opened & st) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "SphinxStream").New({});
+            Napi::Object obj                         = voxd_class(env, "SphinxStream").New({});
             voxd_sphinx_stream::Unwrap(obj)->m_state = st;
             return obj;
         });

@@ -11,8 +11,8 @@
 #include <vector>
 
 // Debian's US English model (package pocketsphinx-en-us): acoustic model directory, language model, dictionary.
-#define VOXD_SPHINX_DEFAULT_HMM  "/usr/share/pocketsphinx/model/en-us/en-us"
-#define VOXD_SPHINX_DEFAULT_LM   "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
+#define VOXD_SPHINX_DEFAULT_HMM "/usr/share/pocketsphinx/model/en-us/en-us"
+#define VOXD_SPHINX_DEFAULT_LM "/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"
 #define VOXD_SPHINX_DEFAULT_DICT "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
 
 struct voxd_sphinx_paths {
@@ -22,24 +22,26 @@ struct voxd_sphinx_paths {
 };
 
 struct voxd_sphinx_word {
-    std::string word;        // dictionary word, alternate-pronunciation suffix "(2)" removed
-    double      start;       // seconds from the start of the clip
-    double      end;
-    double      probability; // posterior probability of the word in the utterance lattice
+    std::string word; // dictionary word, alternate-pronunciation suffix "(2)" removed
+    double start;     // seconds from the start of the clip
+    double end;
+    double probability; // posterior probability of the word in the utterance lattice
 };
 
 // One utterance, as pocketsphinx_continuous segments the audio on silence.
 struct voxd_sphinx_segment {
-    double                        start;
-    double                        end;
-    std::string                   text; // the decoder's hypothesis (fillers excluded)
+    double start;
+    double end;
+    std::string text; // the decoder's hypothesis (fillers excluded)
     std::vector<voxd_sphinx_word> words;
 };
 
 struct voxd_sphinx_decoder; // one ps_decoder_t and what it takes to reset it (voxd-sphinx.cpp)
 
 // Frees the decoder, then gives the freed memory back to the kernel (malloc_trim; see voxd-sphinx.cpp).
-struct voxd_sphinx_decoder_deleter { void operator()(voxd_sphinx_decoder * dec) const; };
+struct voxd_sphinx_decoder_deleter {
+    void operator()(voxd_sphinx_decoder * dec) const;
+};
 using voxd_sphinx_decoder_ptr = std::unique_ptr<voxd_sphinx_decoder, voxd_sphinx_decoder_deleter>;
 
 // Extra pocketsphinx options of a pool's decoders, as on its command line ("-name", "value", ...).
@@ -56,8 +58,8 @@ public:
     voxd_sphinx_pool(voxd_sphinx_paths paths, size_t max_idle, voxd_sphinx_args args = {})
         : m_paths(std::move(paths)), m_args(std::move(args)), m_max_idle(max_idle) {}
 
-    voxd_sphinx_decoder_ptr acquire();                         // an idle decoder, or a newly initialised one
-    void                    release(voxd_sphinx_decoder_ptr dec); // back to the pool, or freed beyond max_idle
+    voxd_sphinx_decoder_ptr acquire();         // an idle decoder, or a newly initialised one
+    void release(voxd_sphinx_decoder_ptr dec); // back to the pool, or freed beyond max_idle
 
     struct stats_t {
         size_t decoders; // alive: in use and idle
@@ -71,12 +73,12 @@ public:
     std::vector<voxd_sphinx_segment> transcribe(const std::vector<float> & samples, const voxd_abort_ptr & abort);
 
 private:
-    voxd_sphinx_paths                    m_paths;
-    voxd_sphinx_args                     m_args;
-    size_t                               m_max_idle;
-    std::mutex                           m_mutex;
+    voxd_sphinx_paths m_paths;
+    voxd_sphinx_args m_args;
+    size_t m_max_idle;
+    std::mutex m_mutex;
     std::vector<voxd_sphinx_decoder_ptr> m_idle;
-    size_t                               m_alive = 0; // created by acquire() and not freed by release() yet
+    size_t m_alive = 0; // created by acquire() and not freed by release() yet
 };
 
 // JS: `SphinxModel.load({ hmm?, lm?, dict?, maxIdleDecoders? }) -> Promise<SphinxModel>`;

@@ -26,14 +26,12 @@ struct bitmap_deleter {
 class stage_timer {
 public:
     explicit stage_timer(std::atomic<uint64_t> & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
-    ~stage_timer() {
-        m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count();
-    }
-    stage_timer(const stage_timer &) = delete;
+    ~stage_timer() { m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count(); }
+    stage_timer(const stage_timer &)             = delete;
     stage_timer & operator=(const stage_timer &) = delete;
 
 private:
-    std::atomic<uint64_t> &               m_total;
+    std::atomic<uint64_t> & m_total;
     std::chrono::steady_clock::time_point m_start;
 };
 
@@ -116,7 +114,7 @@ llama_batch voxd_embd_batch::view() {
 std::unique_ptr<voxd_tts_generator> voxd_tts_generator::create(llama_context * lctx, mtmd_context * mctx) {
     switch (mtmd_gen_audio_get_info(mctx).type) {
         case MTMD_GEN_AUDIO_TYPE_POCKETTTS: return voxd_tts_pocket_generator(lctx, mctx);
-        case MTMD_GEN_AUDIO_TYPE_QWEN3TTS:  return voxd_tts_qwen3_generator(lctx, mctx);
+        case MTMD_GEN_AUDIO_TYPE_QWEN3TTS: return voxd_tts_qwen3_generator(lctx, mctx);
         default: throw voxd_error("model_load_failed", "the mmproj's audio generator is of no type this engine drives");
     }
 }
@@ -158,7 +156,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
     }
     stage_timer timer(m_timings.encoder_us);
     std::unique_ptr<mtmd_bitmap, bitmap_deleter> bitmap(mtmd_bitmap_init_from_audio(reference.size(), reference.data())); // owns the clip
-    std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init()); // owns the tokenized prompt
+    std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init());                                  // owns the tokenized prompt
     const char * marker = mtmd_default_marker();
     const mtmd_input_text text{ marker, std::strlen(marker), false, true };
     const mtmd_bitmap * bitmaps[] = { bitmap.get() };
@@ -202,7 +200,7 @@ void voxd_tts_generator::flush_decoder(voxd_tts_sequence & seq) {
     }
     stage_timer timer(m_timings.decoder_us);
     mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
-    inp.type = MTMD_GEN_PROCESS_TYPE_GEN_WAV;
+    inp.type         = MTMD_GEN_PROCESS_TYPE_GEN_WAV;
     if (seq.codes.empty()) {
         inp.feats   = seq.latents.data();
         inp.n_feats = seq.latents.size();
@@ -231,9 +229,9 @@ void voxd_tts_generator::reseed(uint32_t seed) {
     if (seed == m_last_seed) {
         std::vector<float> zeros((size_t) m_n_embd, 0.0f);
         mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
-        inp.type = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
-        inp.embd = zeros.data();
-        inp.seed = seed ^ 1u;
+        inp.type         = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+        inp.embd         = zeros.data();
+        inp.seed         = seed ^ 1u;
         mtmd_gen_out out{};
         if (mtmd_gen_audio_process(m_mctx, &inp, &out) != 0) {
             throw voxd_error("synthesis_failed", "the generator failed");
@@ -299,7 +297,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
     // decodes batch rows `rows` in one llama_decode (with a companion of the first when `companion`) and reads each
     // row's output into its sequence
     const auto decode = [&](const std::vector<int> & rows, bool companion) {
-        voxd_embd_batch part = batch.select(rows);
+        voxd_embd_batch part      = batch.select(rows);
         voxd_tts_sequence & first = *in_batch[(size_t) rows[0]];
         if (companion) {
             part.add_companion(0);

@@ -25,12 +25,12 @@
 #include <vector>
 
 struct voxd_tts_gen_request {
-    std::string        text;
-    std::vector<float> reference;           // a voice to clone, mono at the model's rate; empty = none
-    std::string        language;            // the model's language name ("english"); "" = its default
-    uint32_t           seed        = 0;     // 0..UINT32_MAX-1
-    float              temperature = -1.0f; // < 0: the model's own; 0: the least randomness the model allows
-    int                max_frames  = 0;     // 0: only the model's own limits
+    std::string text;
+    std::vector<float> reference; // a voice to clone, mono at the model's rate; empty = none
+    std::string language;         // the model's language name ("english"); "" = its default
+    uint32_t seed     = 0;        // 0..UINT32_MAX-1
+    float temperature = -1.0f;    // < 0: the model's own; 0: the least randomness the model allows
+    int max_frames    = 0;        // 0: only the model's own limits
 };
 
 // One request in generation. Owned by its runner (a serial job or a batch session); every field but `cancelled`
@@ -39,17 +39,17 @@ struct voxd_tts_sequence {
     explicit voxd_tts_sequence(voxd_tts_gen_request req) : request(std::move(req)) {}
 
     voxd_tts_gen_request request;
-    llama_seq_id         seq_id = -1; // set by the runner from the model's pool
+    llama_seq_id seq_id = -1; // set by the runner from the model's pool
 
     std::vector<std::vector<llama_token>> chunks; // the text as the model reads it, in chunks (plan())
     size_t chunk_idx = 0;
 
-    bool               prepared = false; // the prompt is in the KV cache
-    int                pos      = 0;     // next backbone position
-    std::vector<float> h_state;          // the backbone's last hidden state: the generator's next input
-    uint32_t           draws    = 0;     // frames drawn so far (seeds the next one's randomness)
-    int                frames   = 0;     // frames made in all
-    int                budget   = 0;     // frames the current chunk may take at most
+    bool prepared = false;      // the prompt is in the KV cache
+    int pos       = 0;          // next backbone position
+    std::vector<float> h_state; // the backbone's last hidden state: the generator's next input
+    uint32_t draws = 0;         // frames drawn so far (seeds the next one's randomness)
+    int frames     = 0;         // frames made in all
+    int budget     = 0;         // frames the current chunk may take at most
 
     // Pocket TTS: the voice's positions (every chunk restarts after them) and the current chunk's end of speech
     int n_voice_pos  = 0;
@@ -60,14 +60,14 @@ struct voxd_tts_sequence {
     // Qwen3-TTS: the codebook-0 token sampled from the backbone's last logits
     llama_token next_token = LLAMA_TOKEN_NULL;
 
-    std::vector<float>   latents;       // Pocket: frames waiting for the decoder (less than one window)
+    std::vector<float> latents;         // Pocket: frames waiting for the decoder (less than one window)
     std::vector<int32_t> codes;         // Qwen3: the same as codes, 16 per frame
     std::vector<uint8_t> decoder_state; // the decoder's state between windows
-    std::vector<float>   audio;         // decoded and not yet taken by the runner
+    std::vector<float> audio;           // decoded and not yet taken by the runner
 
-    bool              finished = false;
-    std::string       error_code; // why it failed ("" when it did not): a voxd_error code and its message
-    std::string       error;
+    bool finished = false;
+    std::string error_code; // why it failed ("" when it did not): a voxd_error code and its message
+    std::string error;
     std::atomic<bool> cancelled{ false };
 };
 
@@ -78,7 +78,7 @@ public:
     voxd_embd_batch(int n_embd, int n_pos_per_row) : m_n_embd(n_embd), m_n_pos_per_row(n_pos_per_row) {}
 
     void add(const float * row, llama_pos pos, llama_seq_id seq_id, bool output);
-    int  size() const { return (int) m_pos.size(); }
+    int size() const { return (int) m_pos.size(); }
     // A batch of these rows, in this order.
     voxd_embd_batch select(const std::vector<int> & rows) const;
     // Adds a copy of row `i` one position further in its sequence, as an output (a companion row: see step()).
@@ -87,15 +87,15 @@ public:
     llama_batch view();
 
 private:
-    int                         m_n_embd;
-    int                         m_n_pos_per_row;
-    std::vector<float>          m_embd;
-    std::vector<llama_pos>      m_pos;
-    std::vector<llama_seq_id>   m_seq;
-    std::vector<llama_pos>      m_pos_view; // m_pos repeated per position dimension
-    std::vector<int32_t>        m_n_seq_id;
+    int m_n_embd;
+    int m_n_pos_per_row;
+    std::vector<float> m_embd;
+    std::vector<llama_pos> m_pos;
+    std::vector<llama_seq_id> m_seq;
+    std::vector<llama_pos> m_pos_view; // m_pos repeated per position dimension
+    std::vector<int32_t> m_n_seq_id;
     std::vector<llama_seq_id *> m_seq_ptrs; // point into m_seq
-    std::vector<int8_t>         m_logits;
+    std::vector<int8_t> m_logits;
 };
 
 // Where a model's generation time went, summed over its life (microseconds). Written on the executor thread, read
@@ -164,16 +164,16 @@ protected:
     static uint32_t next_seed(voxd_tts_sequence & seq);
     void clear(llama_seq_id seq_id, llama_pos from = -1);
 
-    llama_context *     m_lctx;  // borrowed
-    mtmd_context *      m_mctx;  // borrowed
+    llama_context * m_lctx;      // borrowed
+    mtmd_context * m_mctx;       // borrowed
     const llama_model * m_model; // borrowed
     const llama_vocab * m_vocab; // borrowed from the model
-    int                 m_n_embd;
-    int                 m_n_batch;
-    int                 m_n_pos_per_row;
-    std::vector<float>  m_tok_embd; // the whole token embedding table, n_vocab x n_embd
-    uint32_t            m_last_seed = UINT32_MAX; // the generator's current seed
-    voxd_tts_timings    m_timings;
+    int m_n_embd;
+    int m_n_batch;
+    int m_n_pos_per_row;
+    std::vector<float> m_tok_embd;     // the whole token embedding table, n_vocab x n_embd
+    uint32_t m_last_seed = UINT32_MAX; // the generator's current seed
+    voxd_tts_timings m_timings;
 };
 
 // The families, in their own files.

@@ -14,24 +14,24 @@
 
 namespace {
 
-constexpr int    k_decoder_window   = 8;    // frames per mimi decoder call, as the reference decodes
-constexpr int    k_max_chunk_tokens = 50;   // MAX_TOKEN_PER_CHUNK in the reference
-constexpr double k_frame_rate       = 12.5; // frames per second of audio
+constexpr int k_decoder_window   = 8;    // frames per mimi decoder call, as the reference decodes
+constexpr int k_max_chunk_tokens = 50;   // MAX_TOKEN_PER_CHUNK in the reference
+constexpr double k_frame_rate    = 12.5; // frames per second of audio
 
 // Settings the reference keeps per weight pack (not in the checkpoint): noise scale, frames after end-of-speech
 // (0: by chunk length), and whether texts of fewer than five words are padded.
 struct pack_settings {
     float temperature;
-    int   tail_frames;
-    bool  pad_short_text;
+    int tail_frames;
+    bool pad_short_text;
 };
 
 pack_settings settings_of(const char * variant) {
     static const std::unordered_map<std::string, pack_settings> packs = {
-        { "english",         { 0.3f, 0, false } },
-        { "english_2026-01", { 0.7f, 0, true  } },
+        { "english", { 0.3f, 0, false } },
+        { "english_2026-01", { 0.7f, 0, true } },
         { "english_2026-04", { 0.3f, 0, false } },
-        { "french_24l",      { 0.7f, 8, false } },
+        { "french_24l", { 0.7f, 8, false } },
     };
     const auto it = packs.find(variant ? variant : "");
     return it != packs.end() ? it->second : pack_settings{ 0.7f, 0, false }; // 0.7: the model's default noise
@@ -49,7 +49,7 @@ std::string normalise_text(const std::string & in, bool pad_short) {
     if (first == std::string::npos) {
         return "";
     }
-    s = s.substr(first, s.find_last_not_of(' ') - first + 1);
+    s    = s.substr(first, s.find_last_not_of(' ') - first + 1);
     s[0] = (char) std::toupper((unsigned char) s[0]);
     if (std::isalnum((unsigned char) s.back())) {
         s += '.';
@@ -99,14 +99,13 @@ std::vector<std::vector<llama_token>> cut_after(const std::vector<llama_token> &
 // The reference's chunking: sentences (an over-long one cut again at clause marks), packed greedily into chunks of
 // at most k_max_chunk_tokens.
 std::vector<std::vector<llama_token>> chunk_tokens(const std::vector<llama_token> & ids, const std::vector<llama_token> & sentence_ends,
-                                                  const std::vector<llama_token> & clause_ends) {
+                                                   const std::vector<llama_token> & clause_ends) {
     if ((int) ids.size() <= k_max_chunk_tokens) {
         return { ids };
     }
     std::vector<std::vector<llama_token>> pieces;
     for (auto & sentence : cut_after(ids, sentence_ends)) {
-        auto clauses = (int) sentence.size() > k_max_chunk_tokens ? cut_after(sentence, clause_ends)
-                                                                   : std::vector<std::vector<llama_token>>{ sentence };
+        auto clauses = (int) sentence.size() > k_max_chunk_tokens ? cut_after(sentence, clause_ends) : std::vector<std::vector<llama_token>>{ sentence };
         for (auto & c : clauses) {
             pieces.push_back(std::move(c));
         }
@@ -136,7 +135,7 @@ public:
     }
 
     void plan(voxd_tts_sequence & seq) const override {
-        const std::string text = normalise_text(seq.request.text, m_pack.pad_short_text);
+        const std::string text             = normalise_text(seq.request.text, m_pack.pad_short_text);
         const std::vector<llama_token> ids = text.empty() ? std::vector<llama_token>() : voxd_tokenize(m_vocab, text, false);
         if (ids.empty()) {
             throw voxd_error("invalid_argument", "the text has nothing to speak");
@@ -161,11 +160,11 @@ protected:
 
     void next_frame(voxd_tts_sequence & seq, voxd_embd_batch & batch) override {
         mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
-        inp.type = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
-        inp.embd = seq.h_state.data();
+        inp.type         = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+        inp.embd         = seq.h_state.data();
         // clip reads a temperature <= 0 as its default, so 0 becomes the smallest positive noise scale
-        const float t = seq.request.temperature;
-        inp.temp = t < 0.0f ? m_pack.temperature : std::max(t, std::numeric_limits<float>::min());
+        const float t          = seq.request.temperature;
+        inp.temp               = t < 0.0f ? m_pack.temperature : std::max(t, std::numeric_limits<float>::min());
         const mtmd_gen_out out = generate(seq, inp);
         if (out.is_eos && seq.eos_frame < 0) {
             seq.eos_frame = seq.chunk_frames;
@@ -201,10 +200,10 @@ private:
         append_token_row(rows, m_audio_bos);
         decode_prompt(seq, rows);
         const int n_tokens = (int) chunk.size();
-        seq.budget       = (int) std::ceil((n_tokens / 3.0 + 2.0) * k_frame_rate);
-        seq.tail         = m_pack.tail_frames > 0 ? m_pack.tail_frames : (n_tokens <= 6 ? 5 : 3);
-        seq.chunk_frames = 0;
-        seq.eos_frame    = -1;
+        seq.budget         = (int) std::ceil((n_tokens / 3.0 + 2.0) * k_frame_rate);
+        seq.tail           = m_pack.tail_frames > 0 ? m_pack.tail_frames : (n_tokens <= 6 ? 5 : 3);
+        seq.chunk_frames   = 0;
+        seq.eos_frame      = -1;
     }
 
     // Ends the current chunk: decodes what is left of it, then starts the next one from the voice, or finishes.
@@ -221,11 +220,11 @@ private:
         start_chunk(seq, {});
     }
 
-    llama_token              m_audio_bos        = LLAMA_TOKEN_NULL;
-    llama_token              m_bos_before_voice = LLAMA_TOKEN_NULL;
+    llama_token m_audio_bos        = LLAMA_TOKEN_NULL;
+    llama_token m_bos_before_voice = LLAMA_TOKEN_NULL;
     std::vector<llama_token> m_sentence_ends; // tokens after which a chunk may end
     std::vector<llama_token> m_clause_ends;   // the same inside an over-long sentence
-    pack_settings            m_pack;
+    pack_settings m_pack;
 };
 
 } // namespace

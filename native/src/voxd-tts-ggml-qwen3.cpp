@@ -14,9 +14,9 @@
 
 namespace {
 
-constexpr int    k_codebook_size   = 2048; // codebook-0 codes the backbone chooses from
-constexpr int    k_decoder_window  = 72;   // frames per code2wav call: its window, fixed in clip.cpp
-constexpr double k_frame_rate      = 12.5; // frames per second of audio
+constexpr int k_codebook_size  = 2048; // codebook-0 codes the backbone chooses from
+constexpr int k_decoder_window = 72;   // frames per code2wav call: its window, fixed in clip.cpp
+constexpr double k_frame_rate  = 12.5; // frames per second of audio
 // The backbone stops itself with its end token; this bounds a request that never sees it: 3 s plus 0.2 s per
 // character of text (speech runs near 0.07 s per character).
 constexpr double k_budget_seconds          = 3.0;
@@ -24,17 +24,15 @@ constexpr double k_budget_seconds_per_char = 0.2;
 
 class qwen3_generator : public voxd_tts_generator {
 public:
-    qwen3_generator(llama_context * lctx, mtmd_context * mctx)
-        : voxd_tts_generator(lctx, mctx, mrope_positions(llama_get_model(lctx))) {
+    qwen3_generator(llama_context * lctx, mtmd_context * mctx) : voxd_tts_generator(lctx, mctx, mrope_positions(llama_get_model(lctx))) {
         const struct {
             llama_token * id;
-            const char *  text;
+            const char * text;
         } specials[] = {
-            { &m_codec_0, "<|codec_0|>" },           { &m_codec_bos, "<|codec_bos|>" },
-            { &m_codec_eos, "<|codec_eos_token|>" }, { &m_codec_pad, "<|codec_pad|>" },
-            { &m_think, "<|codec_think|>" },         { &m_think_bos, "<|codec_think_bos|>" },
-            { &m_think_eos, "<|codec_think_eos|>" }, { &m_tts_pad, "<tts_pad>" },
-            { &m_tts_bos, "<tts_text_bos>" },        { &m_tts_eos, "<tts_text_eod>" },
+            { &m_codec_0, "<|codec_0|>" },           { &m_codec_bos, "<|codec_bos|>" }, { &m_codec_eos, "<|codec_eos_token|>" },
+            { &m_codec_pad, "<|codec_pad|>" },       { &m_think, "<|codec_think|>" },   { &m_think_bos, "<|codec_think_bos|>" },
+            { &m_think_eos, "<|codec_think_eos|>" }, { &m_tts_pad, "<tts_pad>" },       { &m_tts_bos, "<tts_text_bos>" },
+            { &m_tts_eos, "<tts_text_eod>" },
         };
         // one pass over the vocabulary (155k entries in the released model) for the specials and the languages
         const std::string language_prefix = "<|codec_language_";
@@ -89,7 +87,7 @@ public:
 protected:
     void prepare(voxd_tts_sequence & seq) override {
         const std::vector<llama_token> & ids = seq.chunks[0];
-        const llama_token lang = language_token(seq.request.language);
+        const llama_token lang               = language_token(seq.request.language);
         std::vector<float> rows;
         auto add_sum = [&](llama_token text, const float * codec) {
             const float * a = token_row(text);
@@ -124,11 +122,11 @@ protected:
             seq.finished = true;
             return;
         }
-        mtmd_gen_inp inp = m_defaults;
-        inp.type  = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
-        inp.code0 = seq.next_token - m_codec_0;
-        inp.embd  = seq.h_state.data();
-        inp.top_k = seq.request.temperature == 0.0f ? 1 : m_defaults.top_k; // the predictor samples on its graph
+        mtmd_gen_inp inp       = m_defaults;
+        inp.type               = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+        inp.code0              = seq.next_token - m_codec_0;
+        inp.embd               = seq.h_state.data();
+        inp.top_k              = seq.request.temperature == 0.0f ? 1 : m_defaults.top_k; // the predictor samples on its graph
         const mtmd_gen_out out = generate(seq, inp);
         seq.codes.insert(seq.codes.end(), out.codes, out.codes + out.n_codes);
         if (!count_frame(seq, seq.codes.size() >= (size_t) k_decoder_window * out.n_codes)) {
@@ -157,7 +155,7 @@ private:
     // The codec token of a language by the model's name for it ("" = English); invalid_argument when it has none.
     llama_token language_token(const std::string & requested) const {
         const std::string language = requested.empty() ? "english" : requested;
-        const auto it = m_languages.find(language);
+        const auto it              = m_languages.find(language);
         if (it == m_languages.end()) {
             throw voxd_error("invalid_argument", "the model does not speak " + language);
         }
@@ -174,8 +172,8 @@ private:
     llama_token sample(voxd_tts_sequence & seq, const float * logits) {
         std::vector<llama_token> candidates(k_codebook_size + 1);
         std::iota(candidates.begin(), candidates.end() - 1, m_codec_0);
-        candidates.back() = m_codec_eos;
-        const auto by_logit = [logits](llama_token a, llama_token b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+        candidates.back()       = m_codec_eos;
+        const auto by_logit     = [logits](llama_token a, llama_token b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
         const float temperature = seq.request.temperature < 0.0f ? m_defaults.temp : seq.request.temperature;
         if (temperature <= 0.0f) {
             return *std::min_element(candidates.begin(), candidates.end(), by_logit);
@@ -201,13 +199,13 @@ private:
         return candidates[pick(rng)];
     }
 
-    llama_token  m_codec_0 = LLAMA_TOKEN_NULL, m_codec_bos = LLAMA_TOKEN_NULL, m_codec_eos = LLAMA_TOKEN_NULL;
-    llama_token  m_codec_pad = LLAMA_TOKEN_NULL, m_think = LLAMA_TOKEN_NULL, m_think_bos = LLAMA_TOKEN_NULL;
-    llama_token  m_think_eos = LLAMA_TOKEN_NULL, m_tts_pad = LLAMA_TOKEN_NULL, m_tts_bos = LLAMA_TOKEN_NULL;
-    llama_token  m_tts_eos = LLAMA_TOKEN_NULL;
-    mtmd_gen_inp m_defaults; // the generator's sampling defaults (top k 50, top p 1, temperature 0.9)
-    std::vector<llama_token> m_role_line; // the prompt's tokens before the text
-    std::vector<llama_token> m_turn_end;  // and after it
+    llama_token m_codec_0 = LLAMA_TOKEN_NULL, m_codec_bos = LLAMA_TOKEN_NULL, m_codec_eos = LLAMA_TOKEN_NULL;
+    llama_token m_codec_pad = LLAMA_TOKEN_NULL, m_think = LLAMA_TOKEN_NULL, m_think_bos = LLAMA_TOKEN_NULL;
+    llama_token m_think_eos = LLAMA_TOKEN_NULL, m_tts_pad = LLAMA_TOKEN_NULL, m_tts_bos = LLAMA_TOKEN_NULL;
+    llama_token m_tts_eos = LLAMA_TOKEN_NULL;
+    mtmd_gen_inp m_defaults;                                  // the generator's sampling defaults (top k 50, top p 1, temperature 0.9)
+    std::vector<llama_token> m_role_line;                     // the prompt's tokens before the text
+    std::vector<llama_token> m_turn_end;                      // and after it
     std::unordered_map<std::string, llama_token> m_languages; // <|codec_language_NAME|> by NAME
 };
 

@@ -17,9 +17,9 @@ namespace {
 
 // Architectures of backbones this engine drives, and the generator type each needs in its mmproj.
 struct supported_arch {
-    const char *        arch;      // general.architecture of the backbone
+    const char * arch;             // general.architecture of the backbone
     mtmd_gen_audio_type generator; // the audio generator its mmproj must hold
-    int                 n_ctx_seq; // KV cells per sequence
+    int n_ctx_seq;                 // KV cells per sequence
 };
 // Pocket TTS: a reference clip (at most 30 s, mtmd truncates it: 375 rows at 12.5 Hz), a text chunk (at most 50
 // tokens) and its frames (at most ceil((50 / 3 + 2) * 12.5) = 234) fit in 1024. Qwen3-TTS: one x-vector row, the
@@ -27,7 +27,7 @@ struct supported_arch {
 // sentences).
 constexpr supported_arch k_supported[] = {
     { "pockettts", MTMD_GEN_AUDIO_TYPE_POCKETTTS, 1024 },
-    { "qwen3tts",  MTMD_GEN_AUDIO_TYPE_QWEN3TTS,  2048 },
+    { "qwen3tts", MTMD_GEN_AUDIO_TYPE_QWEN3TTS, 2048 },
 };
 
 // Prompt rows decoded per llama_decode.
@@ -42,7 +42,7 @@ constexpr int k_max_sequences = 64;
 
 // ---- logging: libmtmd's lines go to the addon's callback; the last error line of this thread is kept ----
 
-ggml_log_callback  g_forward_log = nullptr;
+ggml_log_callback g_forward_log = nullptr;
 thread_local std::string t_last_error;
 thread_local std::string t_error_line;
 
@@ -81,7 +81,7 @@ struct gguf_deleter {
 // general.architecture of a GGUF file, read from its header only. Throws model_load_failed when the file is not
 // a readable GGUF.
 std::string gguf_architecture(const std::string & path, const char * what) {
-    gguf_init_params params{ /*no_alloc =*/ true, /*ctx =*/ nullptr };
+    gguf_init_params params{ /*no_alloc =*/true, /*ctx =*/nullptr };
     std::unique_ptr<gguf_context, gguf_deleter> ctx(gguf_init_from_file(path.c_str(), params)); // owns the header
     if (!ctx) {
         throw voxd_error("model_load_failed", std::string(what) + " " + path + " is not a readable GGUF file");
@@ -96,8 +96,8 @@ std::string gguf_architecture(const std::string & path, const char * what) {
 struct load_options {
     std::string model;
     std::string mmproj;
-    int         threads   = 0;
-    int         sequences = 1; // requests the context holds at once
+    int threads   = 0;
+    int sequences = 1; // requests the context holds at once
 };
 
 std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
@@ -108,7 +108,7 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
         throw voxd_error("model_load_failed", "no mmproj given: a GGML TTS model is a backbone GGUF plus its mmproj GGUF");
     }
     const std::string arch = gguf_architecture(opt.model, "model");
-    const auto supported = std::find_if(std::begin(k_supported), std::end(k_supported), [&](const supported_arch & s) { return arch == s.arch; });
+    const auto supported   = std::find_if(std::begin(k_supported), std::end(k_supported), [&](const supported_arch & s) { return arch == s.arch; });
     if (supported == std::end(k_supported)) {
         throw voxd_error("model_load_failed", "model " + opt.model + " has architecture '" + arch +
                                                   "', which the GGML TTS engine does not support (it supports pockettts and qwen3tts)");
@@ -119,8 +119,8 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     }
 
     const int threads = opt.threads > 0 ? opt.threads : (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-    auto data = std::make_shared<voxd_tts_ggml_data>();
-    data->arch = arch;
+    auto data         = std::make_shared<voxd_tts_ggml_data>();
+    data->arch        = arch;
 
     llama_model_params mparams = llama_model_default_params();
     // plain weight buffers: repacked ones ("extra" buffer types) multiply 4 rows at a time with other kernels than
@@ -133,11 +133,11 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
 
     // one KV stream per sequence: a request's attention then reads the same cells whatever runs beside it
     llama_context_params cparams = llama_context_default_params();
-    cparams.n_ctx           = (uint32_t) (supported->n_ctx_seq * opt.sequences);
-    cparams.n_batch         = k_n_batch;
-    cparams.n_ubatch        = k_n_batch;
-    cparams.n_seq_max       = (uint32_t) opt.sequences;
-    cparams.kv_unified      = false;
+    cparams.n_ctx                = (uint32_t) (supported->n_ctx_seq * opt.sequences);
+    cparams.n_batch              = k_n_batch;
+    cparams.n_ubatch             = k_n_batch;
+    cparams.n_seq_max            = (uint32_t) opt.sequences;
+    cparams.kv_unified           = false;
     // attention as one flash-attention op (whose rows voxd_tts_use_row_kernels keeps apart), not as matrix products
     // whose row count is the step's rows in one KV stream (1 in a batch, 2 for a lone row and its companion)
     cparams.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
@@ -154,8 +154,8 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     voxd_tts_use_row_kernels(data->lctx.get());
 
     mtmd_context_params mm = mtmd_context_params_default();
-    mm.n_threads     = threads;
-    mm.print_timings = false;
+    mm.n_threads           = threads;
+    mm.print_timings       = false;
     data->mctx.reset(mtmd_init_from_file(opt.mmproj.c_str(), data->model.get(), mm));
     if (!data->mctx) {
         throw voxd_error("model_load_failed", "libmtmd could not load the mmproj " + opt.mmproj + last_error_suffix());
@@ -194,7 +194,7 @@ std::shared_ptr<voxd_tts_ggml_request> start_request(const std::shared_ptr<voxd_
             return nullptr;
         }
         const auto it = batch ? std::min_element(ids.begin(), ids.end()) : std::max_element(ids.begin(), ids.end());
-        seq_id = *it;
+        seq_id        = *it;
         ids.erase(it);
     }
     return std::make_shared<voxd_tts_ggml_request>(data, std::move(request), seq_id);
@@ -234,8 +234,7 @@ void step_on_executor(voxd_tts_ggml_data & d, const std::vector<voxd_tts_sequenc
 // One request alone, stepped on a worker; audio is streamed to JS per decoder window (see voxd-pcm-stream.h).
 class voxd_tts_ggml_job : public voxd_pcm_stream_job {
 public:
-    voxd_tts_ggml_job(std::shared_ptr<voxd_tts_ggml_request> request, voxd_abort_ptr abort)
-        : m_request(std::move(request)), m_abort(std::move(abort)) {}
+    voxd_tts_ggml_job(std::shared_ptr<voxd_tts_ggml_request> request, voxd_abort_ptr abort) : m_request(std::move(request)), m_abort(std::move(abort)) {}
 
 private:
     void run() override {
@@ -245,8 +244,8 @@ private:
             std::shared_ptr<voxd_tts_ggml_request> & request;
             ~release_request() { request.reset(); }
         } release{ m_request };
-        voxd_tts_ggml_data & d   = *m_request->data;
-        voxd_tts_sequence &  seq = m_request->seq;
+        voxd_tts_ggml_data & d  = *m_request->data;
+        voxd_tts_sequence & seq = m_request->seq;
         d.gen->plan(seq);
         const std::vector<voxd_tts_sequence *> step{ &seq };
         while (!seq.finished) {
@@ -267,7 +266,7 @@ private:
     }
 
     std::shared_ptr<voxd_tts_ggml_request> m_request; // keeps the model and the sequence until run() ends
-    voxd_abort_ptr                         m_abort;
+    voxd_abort_ptr m_abort;
 };
 
 // The seed of a request that names none.
@@ -365,19 +364,26 @@ voxd_tts_ggml_request::~voxd_tts_ggml_request() {
     data->free_seq_ids.push_back(seq.seq_id); // the next holder clears its KV cells first
 }
 
-void voxd_tts_ggml_data::model_deleter::operator()(llama_model * model) const { llama_model_free(model); }
-void voxd_tts_ggml_data::context_deleter::operator()(llama_context * ctx) const { llama_free(ctx); }
-void voxd_tts_ggml_data::mtmd_deleter::operator()(mtmd_context * ctx) const { mtmd_free(ctx); }
+void voxd_tts_ggml_data::model_deleter::operator()(llama_model * model) const {
+    llama_model_free(model);
+}
+void voxd_tts_ggml_data::context_deleter::operator()(llama_context * ctx) const {
+    llama_free(ctx);
+}
+void voxd_tts_ggml_data::mtmd_deleter::operator()(mtmd_context * ctx) const {
+    mtmd_free(ctx);
+}
 
 Napi::Function voxd_tts_ggml_model::define(Napi::Env env) {
-    return DefineClass(env, "TtsGgmlModel", {
-        StaticMethod<&voxd_tts_ggml_model::load>("load"),
-        InstanceMethod<&voxd_tts_ggml_model::info>("info"),
-        InstanceMethod<&voxd_tts_ggml_model::synthesize>("synthesize"),
-        InstanceMethod<&voxd_tts_ggml_model::create_batch>("createBatch"),
-        InstanceMethod<&voxd_tts_ggml_model::timings>("timings"),
-        InstanceMethod<&voxd_tts_ggml_model::release>("release"),
-    });
+    return DefineClass(env, "TtsGgmlModel",
+                       {
+                           StaticMethod<&voxd_tts_ggml_model::load>("load"),
+                           InstanceMethod<&voxd_tts_ggml_model::info>("info"),
+                           InstanceMethod<&voxd_tts_ggml_model::synthesize>("synthesize"),
+                           InstanceMethod<&voxd_tts_ggml_model::create_batch>("createBatch"),
+                           InstanceMethod<&voxd_tts_ggml_model::timings>("timings"),
+                           InstanceMethod<&voxd_tts_ggml_model::release>("release"),
+                       });
 }
 
 voxd_tts_ggml_model::voxd_tts_ggml_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_tts_ggml_model>(info) {}
@@ -399,7 +405,7 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
     if (!o.Get("model").IsString()) {
         throw voxd_make_js_error(env, "invalid_argument", "TtsGgmlModel.load(options): options.model must be a path");
     }
-    opt.model = o.Get("model").As<Napi::String>().Utf8Value();
+    opt.model          = o.Get("model").As<Napi::String>().Utf8Value();
     Napi::Value mmproj = o.Get("mmproj");
     if (mmproj.IsString()) {
         opt.mmproj = mmproj.As<Napi::String>().Utf8Value();
@@ -414,22 +420,23 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
     if (sequences.IsNumber()) {
         opt.sequences = sequences.As<Napi::Number>().Int32Value();
         if (opt.sequences < 1 || opt.sequences > k_max_sequences) {
-            throw voxd_make_js_error(env, "invalid_argument", "TtsGgmlModel.load(options): options.sequences must be from 1 to " + std::to_string(k_max_sequences));
+            throw voxd_make_js_error(env, "invalid_argument",
+                                     "TtsGgmlModel.load(options): options.sequences must be from 1 to " + std::to_string(k_max_sequences));
         }
     }
     using loaded_t = std::shared_ptr<voxd_tts_ggml_data>;
-    return voxd_async_worker<loaded_t>::run(env, "voxd.tts_ggml.load",
-        [opt]() { return load_model(opt); },
+    return voxd_async_worker<loaded_t>::run(
+        env, "voxd.tts_ggml.load", [opt]() { return load_model(opt); },
         [](Napi::Env env, loaded_t & data) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "TtsGgmlModel").New({});
+            Napi::Object obj    = voxd_class(env, "TtsGgmlModel").New({});
             Unwrap(obj)->m_data = data;
             return obj;
         });
 }
 
 Napi::Value voxd_tts_ggml_model::info(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
-    auto data = loaded(env);
+    Napi::Env env    = info.Env();
+    auto data        = loaded(env);
     Napi::Object out = Napi::Object::New(env);
     out.Set("arch", data->arch);
     out.Set("sampleRate", data->sample_rate);
@@ -440,7 +447,7 @@ Napi::Value voxd_tts_ggml_model::info(const Napi::CallbackInfo & info) {
 
 Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    auto request = request_from_js(env, loaded(env), info[0], false);
+    auto request  = request_from_js(env, loaded(env), info[0], false);
     if (!info[1].IsUndefined() && !info[1].IsNull() && !info[1].IsFunction()) {
         throw voxd_make_js_error(env, "invalid_argument", "onAudio must be a function");
     }
@@ -449,10 +456,10 @@ Napi::Value voxd_tts_ggml_model::synthesize(const Napi::CallbackInfo & info) {
 }
 
 Napi::Value voxd_tts_ggml_model::timings(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env              = info.Env();
     const voxd_tts_timings & t = loaded(env)->gen->timings();
-    Napi::Object out = Napi::Object::New(env);
-    const auto ms = [](const std::atomic<uint64_t> & us) { return (double) us.load() / 1000.0; };
+    Napi::Object out           = Napi::Object::New(env);
+    const auto ms              = [](const std::atomic<uint64_t> & us) { return (double) us.load() / 1000.0; };
     out.Set("frames", (double) t.frames.load());
     out.Set("backboneMs", ms(t.backbone_us));
     out.Set("backboneRows", (double) t.backbone_rows.load());
@@ -465,9 +472,9 @@ Napi::Value voxd_tts_ggml_model::timings(const Napi::CallbackInfo & info) {
 }
 
 Napi::Value voxd_tts_ggml_model::create_batch(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
-    auto data = loaded(env);
-    Napi::Object obj = voxd_class(env, "TtsGgmlBatch").New({});
+    Napi::Env env                            = info.Env();
+    auto data                                = loaded(env);
+    Napi::Object obj                         = voxd_class(env, "TtsGgmlBatch").New({});
     voxd_tts_ggml_batch::Unwrap(obj)->m_data = data;
     return obj;
 }
@@ -480,13 +487,14 @@ Napi::Value voxd_tts_ggml_model::release(const Napi::CallbackInfo & info) {
 // ---- batch sessions ----
 
 Napi::Function voxd_tts_ggml_batch::define(Napi::Env env) {
-    return DefineClass(env, "TtsGgmlBatch", {
-        InstanceMethod<&voxd_tts_ggml_batch::add>("add"),
-        InstanceMethod<&voxd_tts_ggml_batch::cancel>("cancel"),
-        InstanceMethod<&voxd_tts_ggml_batch::step>("step"),
-        InstanceAccessor<&voxd_tts_ggml_batch::active>("active"),
-        InstanceMethod<&voxd_tts_ggml_batch::close>("close"),
-    });
+    return DefineClass(env, "TtsGgmlBatch",
+                       {
+                           InstanceMethod<&voxd_tts_ggml_batch::add>("add"),
+                           InstanceMethod<&voxd_tts_ggml_batch::cancel>("cancel"),
+                           InstanceMethod<&voxd_tts_ggml_batch::step>("step"),
+                           InstanceAccessor<&voxd_tts_ggml_batch::active>("active"),
+                           InstanceMethod<&voxd_tts_ggml_batch::close>("close"),
+                       });
 }
 
 voxd_tts_ggml_batch::voxd_tts_ggml_batch(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_tts_ggml_batch>(info) {}
@@ -524,13 +532,14 @@ Napi::Value voxd_tts_ggml_batch::step(const Napi::CallbackInfo & info) {
     if (m_stepping) {
         throw voxd_make_js_error(env, "busy", "step() was called before the previous step ended");
     }
-    m_stepping = true;
+    m_stepping      = true;
     using members_t = std::vector<std::pair<int, std::shared_ptr<voxd_tts_ggml_request>>>;
     members_t members(m_requests.begin(), m_requests.end()); // the step's own holds: a cancel cannot free them under it
-    auto data = m_data;
+    auto data         = m_data;
     Napi::Object self = Value();
-    auto self_ref = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self)); // keeps this object until the step ends
-    return voxd_async_worker<members_t>::run(env, "voxd.tts_ggml.step",
+    auto self_ref     = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self)); // keeps this object until the step ends
+    return voxd_async_worker<members_t>::run(
+        env, "voxd.tts_ggml.step",
         [data, members]() {
             std::vector<voxd_tts_sequence *> seqs;
             for (const auto & m : members) {
@@ -541,8 +550,8 @@ Napi::Value voxd_tts_ggml_batch::step(const Napi::CallbackInfo & info) {
         },
         [self_ref](Napi::Env env, members_t & members) -> Napi::Value {
             voxd_tts_ggml_batch * batch = Unwrap(self_ref->Value());
-            batch->m_stepping = false;
-            Napi::Array finished = Napi::Array::New(env);
+            batch->m_stepping           = false;
+            Napi::Array finished        = Napi::Array::New(env);
             for (const auto & [slot, request] : members) {
                 const voxd_tts_sequence & seq = request->seq;
                 if (!seq.finished || batch->m_requests.erase(slot) == 0) {

@@ -25,22 +25,28 @@ struct mtmd_context;
 // of them lets go, never under a running worker. Members are declared in reverse order of destruction (the
 // generator, which points into both contexts, goes first; the model, which both contexts point into, goes last).
 struct voxd_tts_ggml_data {
-    struct model_deleter   { void operator()(llama_model * model) const; };
-    struct context_deleter { void operator()(llama_context * ctx) const; };
-    struct mtmd_deleter    { void operator()(mtmd_context * ctx) const; };
+    struct model_deleter {
+        void operator()(llama_model * model) const;
+    };
+    struct context_deleter {
+        void operator()(llama_context * ctx) const;
+    };
+    struct mtmd_deleter {
+        void operator()(mtmd_context * ctx) const;
+    };
 
-    std::unique_ptr<llama_model, model_deleter>     model; // owns the backbone weights
-    std::unique_ptr<llama_context, context_deleter> lctx;  // owns the KV cache; borrows `model`
-    std::unique_ptr<mtmd_context, mtmd_deleter>     mctx;  // owns the mmproj weights; borrows `model`
-    std::unique_ptr<voxd_tts_generator>             gen;   // borrows `lctx` and `mctx`
+    std::unique_ptr<llama_model, model_deleter> model;    // owns the backbone weights
+    std::unique_ptr<llama_context, context_deleter> lctx; // owns the KV cache; borrows `model`
+    std::unique_ptr<mtmd_context, mtmd_deleter> mctx;     // owns the mmproj weights; borrows `model`
+    std::unique_ptr<voxd_tts_generator> gen;              // borrows `lctx` and `mctx`
 
-    std::string arch;          // general.architecture of the backbone
-    std::string variant;       // the generator's model variant (e.g. "english"), "" when none
-    int         sample_rate = 0;
+    std::string arch;    // general.architecture of the backbone
+    std::string variant; // the generator's model variant (e.g. "english"), "" when none
+    int sample_rate = 0;
 
     voxd_executor executor; // runs every generator step, one at a time (the contexts are not thread-safe)
 
-    std::mutex                pool_mutex; // guards free_seq_ids
+    std::mutex pool_mutex;                  // guards free_seq_ids
     std::vector<llama_seq_id> free_seq_ids; // the context's sequences no request holds
 };
 
@@ -49,11 +55,11 @@ struct voxd_tts_ggml_data {
 struct voxd_tts_ggml_request {
     voxd_tts_ggml_request(std::shared_ptr<voxd_tts_ggml_data> data, voxd_tts_gen_request request, llama_seq_id seq_id);
     ~voxd_tts_ggml_request();
-    voxd_tts_ggml_request(const voxd_tts_ggml_request &) = delete;
+    voxd_tts_ggml_request(const voxd_tts_ggml_request &)             = delete;
     voxd_tts_ggml_request & operator=(const voxd_tts_ggml_request &) = delete;
 
     std::shared_ptr<voxd_tts_ggml_data> data;
-    voxd_tts_sequence                   seq;
+    voxd_tts_sequence seq;
 };
 
 // JS: `TtsGgmlModel.load({ model, mmproj, threads?, sequences? }) -> Promise<TtsGgmlModel>`; `model.info()` ->
@@ -97,8 +103,8 @@ private:
     Napi::Value close(const Napi::CallbackInfo & info);
 
     std::map<int, std::shared_ptr<voxd_tts_ggml_request>> m_requests; // by slot; the JS thread's only
-    int  m_next_slot = 0;
-    bool m_stepping  = false;
+    int m_next_slot = 0;
+    bool m_stepping = false;
 };
 
 // Exports TtsGgmlModel (and the TtsGgmlBatch class its sessions are). `log` receives libmtmd's log lines (the addon's engine log callback); the engine also

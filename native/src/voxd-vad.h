@@ -16,17 +16,19 @@ public:
     explicit voxd_vad_pool(std::string path) : m_path(std::move(path)) {}
     ~voxd_vad_pool();
 
-    struct context_deleter { void operator()(whisper_vad_context * ctx) const; };
+    struct context_deleter {
+        void operator()(whisper_vad_context * ctx) const;
+    };
     using context_ptr = std::unique_ptr<whisper_vad_context, context_deleter>;
 
-    context_ptr acquire();              // an idle context (state reset) or a newly loaded one
-    void        release(context_ptr ctx); // back to the pool, or freed beyond max_idle
+    context_ptr acquire();         // an idle context (state reset) or a newly loaded one
+    void release(context_ptr ctx); // back to the pool, or freed beyond max_idle
 
     static constexpr size_t max_idle = 4;
 
 private:
-    std::string              m_path;
-    std::mutex               m_mutex;
+    std::string m_path;
+    std::mutex m_mutex;
     std::vector<context_ptr> m_idle;
 };
 
@@ -61,10 +63,10 @@ private:
 
     // State that workers touch: guarded by `mutex` so overlapping process() calls run in order.
     struct state {
-        std::mutex                      mutex;
-        std::shared_ptr<voxd_vad_pool>  pool;
-        voxd_vad_pool::context_ptr      ctx;
-        std::vector<float>              pending; // samples of an incomplete frame
+        std::mutex mutex;
+        std::shared_ptr<voxd_vad_pool> pool;
+        voxd_vad_pool::context_ptr ctx;
+        std::vector<float> pending; // samples of an incomplete frame
 
         ~state(); // returns the context to the pool once neither JS nor a worker holds the state
     };

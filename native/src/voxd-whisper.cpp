@@ -27,9 +27,7 @@ static void voxd_whisper_check_file(const std::string & path) {
     const int64_t size = in.tellg();
     in.seekg(0);
 
-    auto fail = [&](const std::string & why) {
-        throw voxd_error("model_load_failed", path + " is not a usable whisper.cpp model: " + why);
-    };
+    auto fail     = [&](const std::string & why) { throw voxd_error("model_load_failed", path + " is not a usable whisper.cpp model: " + why); };
     auto read_i32 = [&]() {
         int32_t v = 0;
         if (!in.read(reinterpret_cast<char *>(&v), sizeof(v))) {
@@ -51,17 +49,14 @@ static void voxd_whisper_check_file(const std::string & path) {
     for (int32_t & v : hp) {
         v = read_i32();
     }
-    const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer,
-                n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype] = hp;
+    const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype] = hp;
     (void) ftype; // whisper.cpp rejects unknown ftypes cleanly itself
 
     // whisper.cpp hard-codes the special token ids of the Whisper tokenizer: smaller vocabularies index past them
-    const bool sane = n_vocab >= 51864 && n_vocab <= (1 << 20)
-        && n_audio_ctx > 0 && n_audio_ctx <= (1 << 16) && n_text_ctx > 0 && n_text_ctx <= (1 << 16)
-        && n_audio_state > 0 && n_audio_state <= (1 << 16) && n_text_state == n_audio_state
-        && n_audio_head > 0 && n_audio_state % n_audio_head == 0 && n_text_head > 0 && n_text_state % n_text_head == 0
-        && n_audio_layer > 0 && n_audio_layer <= 256 && n_text_layer > 0 && n_text_layer <= 256
-        && n_mels > 0 && n_mels <= 512;
+    const bool sane = n_vocab >= 51864 && n_vocab <= (1 << 20) && n_audio_ctx > 0 && n_audio_ctx <= (1 << 16) && n_text_ctx > 0 && n_text_ctx <= (1 << 16) &&
+                      n_audio_state > 0 && n_audio_state <= (1 << 16) && n_text_state == n_audio_state && n_audio_head > 0 &&
+                      n_audio_state % n_audio_head == 0 && n_text_head > 0 && n_text_state % n_text_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 &&
+                      n_text_layer > 0 && n_text_layer <= 256 && n_mels > 0 && n_mels <= 512;
     if (!sane) {
         fail("implausible hyperparameters");
     }
@@ -96,9 +91,9 @@ static void voxd_whisper_check_file(const std::string & path) {
             fail("bad tensor header");
         }
         const ggml_type type = (ggml_type) ttype;
-        const int64_t   blck = ggml_blck_size(type); // 0 for removed types
-        int64_t ne[4] = { 1, 1, 1, 1 };
-        int64_t n_elements = 1;
+        const int64_t blck   = ggml_blck_size(type); // 0 for removed types
+        int64_t ne[4]        = { 1, 1, 1, 1 };
+        int64_t n_elements   = 1;
         for (int i = 0; i < n_dims; i++) {
             ne[i] = read_i32();
             if (ne[i] <= 0 || ne[i] > (1 << 24)) {
@@ -183,33 +178,33 @@ static std::string voxd_whisper_language_code(whisper_context * ctx, std::string
 // ---- transcription ----
 
 struct voxd_whisper_params {
-    std::string language;          // short code; empty = detect
-    bool        translate       = false;
+    std::string language; // short code; empty = detect
+    bool translate = false;
     std::string initial_prompt;
-    float       temperature     = 0.0f;
-    float       temperature_inc = 0.2f;
-    int         max_tokens      = 0;  // 0 = no limit
-    bool        word_timestamps = false;
-    int         threads         = 0;  // 0 = min(4, hardware threads)
-    bool        no_context      = false;
+    float temperature     = 0.0f;
+    float temperature_inc = 0.2f;
+    int max_tokens        = 0; // 0 = no limit
+    bool word_timestamps  = false;
+    int threads           = 0; // 0 = min(4, hardware threads)
+    bool no_context       = false;
 };
 
 struct voxd_whisper_word {
     std::string word;
-    int64_t     t0;
-    int64_t     t1;
-    double      probability;
+    int64_t t0;
+    int64_t t1;
+    double probability;
 };
 
 // Times in centiseconds (whisper.cpp's unit), converted to seconds only when crossing into JS.
 struct voxd_whisper_segment {
-    int64_t                        t0 = 0;
-    int64_t                        t1 = 0;
-    std::string                    text;
-    std::vector<int32_t>           tokens;
-    double                         avg_logprob    = 0.0;
-    double                         no_speech_prob = 0.0;
-    float                          temperature    = 0.0f;
+    int64_t t0 = 0;
+    int64_t t1 = 0;
+    std::string text;
+    std::vector<int32_t> tokens;
+    double avg_logprob    = 0.0;
+    double no_speech_prob = 0.0;
+    float temperature     = 0.0f;
     std::vector<voxd_whisper_word> words;
 };
 
@@ -217,8 +212,7 @@ struct voxd_whisper_segment {
 // so it lives until the last of them is done.
 class voxd_whisper_job : public std::enable_shared_from_this<voxd_whisper_job> {
 public:
-    voxd_whisper_job(std::shared_ptr<voxd_whisper_model_data> model, voxd_whisper_params params,
-                     std::vector<float> samples, voxd_abort_ptr abort)
+    voxd_whisper_job(std::shared_ptr<voxd_whisper_model_data> model, voxd_whisper_params params, std::vector<float> samples, voxd_abort_ptr abort)
         : m_model(std::move(model)), m_params(std::move(params)), m_samples(std::move(samples)), m_abort(std::move(abort)) {
         // whisper.cpp's fallback schedule, rebuilt with the same float arithmetic to name each segment's temperature
         if (m_params.temperature_inc > 0.0f) {
@@ -236,13 +230,16 @@ public:
     // waiting on JS) and releases the reference exactly once, when execute() returns or throws; Node frees the
     // TSFN after the calls still queued have run. Each queued call holds the job (shared_ptr) it delivers for.
     Napi::ThreadSafeFunction tsfn;
-    bool                     streaming = false;
+    bool streaming = false;
 
     // Worker thread: runs the transcription; returns the language.
     std::string execute() {
         struct tsfn_release {
             voxd_whisper_job & job;
-            ~tsfn_release() { if (job.streaming) job.tsfn.Release(); }
+            ~tsfn_release() {
+                if (job.streaming)
+                    job.tsfn.Release();
+            }
         } guard{ *this };
         try {
             return run();
@@ -264,7 +261,7 @@ public:
         {
             std::lock_guard<std::mutex> lock(m_mutex);
             language = m_language;
-            first = m_delivered;
+            first    = m_delivered;
             batch.assign(m_segments.begin() + (std::ptrdiff_t) m_delivered, m_segments.end());
             m_delivered = m_segments.size();
         }
@@ -292,7 +289,7 @@ public:
 private:
     std::string run() {
         voxd_check_abort(m_abort);
-        whisper_context * ctx = m_model->ctx.get();
+        whisper_context * ctx   = m_model->ctx.get();
         const bool multilingual = whisper_is_multilingual(ctx);
         // English-only models have no language token: nothing to detect
         const std::string fixed_language = !m_params.language.empty() ? m_params.language : multilingual ? "" : "en";
@@ -300,45 +297,46 @@ private:
             return fixed_language.empty() ? "en" : fixed_language; // whisper.cpp would detect on a stale spectrogram
         }
         m_fixed_language = fixed_language;
-        m_n_samples = (int64_t) m_samples.size();
+        m_n_samples      = (int64_t) m_samples.size();
 
         voxd_whisper_model_data::state_ptr st = m_model->acquire();
 
         whisper_full_params wp = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-        wp.n_threads        = m_params.threads > 0 ? m_params.threads : (int) std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
-        wp.translate        = m_params.translate;
-        wp.no_context       = true; // clears any text a pooled state kept from its previous request
-        wp.print_progress   = false;
-        wp.print_realtime   = false;
-        wp.print_timestamps = false;
-        wp.print_special    = false;
-        wp.token_timestamps = m_params.word_timestamps;
-        wp.max_tokens       = std::max(0, m_params.max_tokens);
-        wp.language         = fixed_language.empty() ? nullptr : fixed_language.c_str();
-        wp.initial_prompt   = m_params.initial_prompt.empty() ? nullptr : m_params.initial_prompt.c_str();
-        wp.temperature      = m_params.temperature;
-        wp.temperature_inc  = m_params.temperature_inc;
+        wp.n_threads           = m_params.threads > 0 ? m_params.threads : (int) std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+        wp.translate           = m_params.translate;
+        wp.no_context          = true; // clears any text a pooled state kept from its previous request
+        wp.print_progress      = false;
+        wp.print_realtime      = false;
+        wp.print_timestamps    = false;
+        wp.print_special       = false;
+        wp.token_timestamps    = m_params.word_timestamps;
+        wp.max_tokens          = std::max(0, m_params.max_tokens);
+        wp.language            = fixed_language.empty() ? nullptr : fixed_language.c_str();
+        wp.initial_prompt      = m_params.initial_prompt.empty() ? nullptr : m_params.initial_prompt.c_str();
+        wp.temperature         = m_params.temperature;
+        wp.temperature_inc     = m_params.temperature_inc;
         if (m_params.no_context) {
             // no_context in whisper.cpp only clears history at the start; windows still see the text before
             // them unless the text context is sized to the initial prompt alone (or to nothing). A token covers
             // at least one byte, so the buffer always suffices (a short one makes whisper.cpp log an error).
             std::vector<whisper_token> prompt(m_params.initial_prompt.size() + 1);
-            const int n_prompt = m_params.initial_prompt.empty() ? 0 : whisper_tokenize(ctx, m_params.initial_prompt.c_str(), prompt.data(), (int) prompt.size());
+            const int n_prompt =
+                m_params.initial_prompt.empty() ? 0 : whisper_tokenize(ctx, m_params.initial_prompt.c_str(), prompt.data(), (int) prompt.size());
             wp.n_max_text_ctx       = n_prompt > 0 ? n_prompt + 1 : 0; // + <|startofprev|>
             wp.carry_initial_prompt = n_prompt > 0;
         }
 
-        wp.new_segment_callback              = on_new_segment;
-        wp.new_segment_callback_user_data    = this;
-        wp.encoder_begin_callback            = on_encoder_begin;
-        wp.encoder_begin_callback_user_data  = this;
-        wp.logits_filter_callback            = on_logits;
-        wp.logits_filter_callback_user_data  = this;
-        wp.abort_callback                    = on_abort;
-        wp.abort_callback_user_data          = this;
+        wp.new_segment_callback             = on_new_segment;
+        wp.new_segment_callback_user_data   = this;
+        wp.encoder_begin_callback           = on_encoder_begin;
+        wp.encoder_begin_callback_user_data = this;
+        wp.logits_filter_callback           = on_logits;
+        wp.logits_filter_callback_user_data = this;
+        wp.abort_callback                   = on_abort;
+        wp.abort_callback_user_data         = this;
 
         const int ret = whisper_full_with_state(ctx, st.get(), wp, m_samples.data(), (int) m_samples.size());
-        m_samples = std::vector<float>(); // a long clip's copy need not outlive the decoding
+        m_samples     = std::vector<float>(); // a long clip's copy need not outlive the decoding
         if (ret == -7) {
             (void) st.release(); // on this path (KV cache allocation failed) whisper_full_with_state frees the state itself
             voxd_check_abort(m_abort);
@@ -387,7 +385,7 @@ private:
     // a whole encoder pass, so an abort that came during language detection (or the previous window) stops
     // here instead of paying for one more pass; whisper.cpp then returns 0 and run() sees the flag.
     static bool on_encoder_begin(whisper_context *, whisper_state *, void * data) {
-        auto * job = static_cast<voxd_whisper_job *>(data);
+        auto * job     = static_cast<voxd_whisper_job *>(data);
         job->m_attempt = -1;
         return !on_abort(data);
     }
@@ -443,22 +441,22 @@ private:
     voxd_whisper_segment read_segment(whisper_context * ctx, whisper_state * st, int i) {
         const whisper_token eot = whisper_token_eot(ctx);
         const whisper_token beg = whisper_token_beg(ctx);
-        const int64_t duration = m_n_samples * 100 / WHISPER_SAMPLE_RATE;
+        const int64_t duration  = m_n_samples * 100 / WHISPER_SAMPLE_RATE;
 
         voxd_whisper_segment seg;
         // clamped to the clip and kept in order: with few tokens (or untrained weights) whisper.cpp can place
         // the end of a window's last segment past the end of the audio
-        seg.t0 = std::clamp<int64_t>(whisper_full_get_segment_t0_from_state(st, i), m_last_t1, duration);
-        seg.t1 = std::clamp<int64_t>(whisper_full_get_segment_t1_from_state(st, i), seg.t0, duration);
+        seg.t0             = std::clamp<int64_t>(whisper_full_get_segment_t0_from_state(st, i), m_last_t1, duration);
+        seg.t1             = std::clamp<int64_t>(whisper_full_get_segment_t1_from_state(st, i), seg.t0, duration);
         seg.no_speech_prob = whisper_full_get_segment_no_speech_prob_from_state(st, i);
         seg.temperature    = m_window_temperature;
 
         double sum_logprob = 0.0;
-        bool   budget_hit  = false;
+        bool budget_hit    = false;
         const int n_tokens = whisper_full_n_tokens_from_state(st, i);
         for (int j = 0; j < n_tokens; j++) {
             const whisper_token_data td = whisper_full_get_token_data_from_state(st, i, j);
-            const bool is_text = td.id < eot;
+            const bool is_text          = td.id < eot;
             if (!is_text && td.id < beg) {
                 continue; // <|endoftext|>, task and language tokens are not part of the output
             }
@@ -499,8 +497,8 @@ private:
     static void add_to_words(std::vector<voxd_whisper_word> & words, const char * piece, const whisper_token_data & td) {
         std::string text(piece);
         const bool starts_word = words.empty() || (!text.empty() && text[0] == ' ');
-        const size_t first = text.find_first_not_of(' ');
-        text = first == std::string::npos ? "" : text.substr(first);
+        const size_t first     = text.find_first_not_of(' ');
+        text                   = first == std::string::npos ? "" : text.substr(first);
         if (starts_word) {
             if (!text.empty()) {
                 words.push_back({ text, td.t0, td.t1, td.p });
@@ -509,7 +507,7 @@ private:
         }
         voxd_whisper_word & w = words.back();
         w.word += text;
-        w.t1 = std::max(w.t1, td.t1);
+        w.t1          = std::max(w.t1, td.t1);
         w.probability = std::min(w.probability, (double) td.p); // a word is as certain as its least certain piece
     }
 
@@ -544,28 +542,28 @@ private:
 
     std::shared_ptr<voxd_whisper_model_data> m_model;
     voxd_whisper_params m_params;
-    std::vector<float>  m_samples;
-    voxd_abort_ptr      m_abort;
-    std::vector<float>  m_temperatures;
+    std::vector<float> m_samples;
+    voxd_abort_ptr m_abort;
+    std::vector<float> m_temperatures;
 
     // worker thread only
-    int64_t     m_n_samples          = 0;
-    int         m_n_seen             = 0;
-    int         m_attempt            = -1;
-    float       m_window_temperature = 0.0f;
-    bool        m_sampled            = false;
-    int         m_budget             = -1; // text tokens left; -1 = no limit
-    int64_t     m_last_t1            = 0;
+    int64_t m_n_samples        = 0;
+    int m_n_seen               = 0;
+    int m_attempt              = -1;
+    float m_window_temperature = 0.0f;
+    bool m_sampled             = false;
+    int m_budget               = -1; // text tokens left; -1 = no limit
+    int64_t m_last_t1          = 0;
     std::string m_callback_error;
     std::string m_fixed_language; // the language given (or implied); empty = detect
 
-    std::atomic<bool> m_halt{false};   // budget spent or collecting failed: whisper.cpp stops at its next check
-    std::atomic<bool> m_failed{false}; // the worker threw: segments still queued are dropped
+    std::atomic<bool> m_halt{ false };   // budget spent or collecting failed: whisper.cpp stops at its next check
+    std::atomic<bool> m_failed{ false }; // the worker threw: segments still queued are dropped
 
-    std::mutex                        m_mutex;         // guards m_segments (worker appends, main thread reads)
+    std::mutex m_mutex; // guards m_segments (worker appends, main thread reads)
     std::vector<voxd_whisper_segment> m_segments;
-    std::string                       m_language;      // set with the first segment
-    size_t                            m_delivered = 0; // main thread only
+    std::string m_language; // set with the first segment
+    size_t m_delivered = 0; // main thread only
 };
 
 // ---- argument parsing (main thread) ----
@@ -578,29 +576,35 @@ static voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::
     if (!value.IsObject()) {
         throw voxd_make_js_error(env, "invalid_argument", "params must be an object");
     }
-    Napi::Object p = value.As<Napi::Object>();
-    auto bad = [&](const std::string & message) { return voxd_make_js_error(env, "invalid_argument", message); };
+    Napi::Object p  = value.As<Napi::Object>();
+    auto bad        = [&](const std::string & message) { return voxd_make_js_error(env, "invalid_argument", message); };
     auto opt_string = [&](const char * key) -> std::string {
         Napi::Value v = p.Get(key);
-        if (v.IsUndefined() || v.IsNull()) return "";
-        if (!v.IsString()) throw bad(std::string(key) + " must be a string");
+        if (v.IsUndefined() || v.IsNull())
+            return "";
+        if (!v.IsString())
+            throw bad(std::string(key) + " must be a string");
         return v.As<Napi::String>().Utf8Value();
     };
     auto opt_bool = [&](const char * key, bool fallback) {
         Napi::Value v = p.Get(key);
-        if (v.IsUndefined() || v.IsNull()) return fallback;
-        if (!v.IsBoolean()) throw bad(std::string(key) + " must be a boolean");
+        if (v.IsUndefined() || v.IsNull())
+            return fallback;
+        if (!v.IsBoolean())
+            throw bad(std::string(key) + " must be a boolean");
         return v.As<Napi::Boolean>().Value();
     };
     auto opt_number = [&](const char * key, double fallback, double lo, double hi) {
         Napi::Value v = p.Get(key);
-        if (v.IsUndefined() || v.IsNull()) return fallback;
+        if (v.IsUndefined() || v.IsNull())
+            return fallback;
         const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
-        if (!(d >= lo && d <= hi)) throw bad(std::string(key) + " must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        if (!(d >= lo && d <= hi))
+            throw bad(std::string(key) + " must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
         return d;
     };
 
-    const bool multilingual = whisper_is_multilingual(ctx);
+    const bool multilingual    = whisper_is_multilingual(ctx);
     const std::string language = opt_string("language");
     if (!language.empty() && language != "auto") {
         params.language = voxd_whisper_language_code(ctx, language);
@@ -625,13 +629,14 @@ static voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::
 // ---- model ----
 
 Napi::Function voxd_whisper_model::define(Napi::Env env) {
-    return DefineClass(env, "WhisperModel", {
-        StaticMethod<&voxd_whisper_model::load>("load"),
-        InstanceMethod<&voxd_whisper_model::info>("info"),
-        InstanceMethod<&voxd_whisper_model::transcribe>("transcribe"),
-        InstanceMethod<&voxd_whisper_model::release>("release"),
-        StaticValue("sampleRate", Napi::Number::New(env, WHISPER_SAMPLE_RATE)),
-    });
+    return DefineClass(env, "WhisperModel",
+                       {
+                           StaticMethod<&voxd_whisper_model::load>("load"),
+                           InstanceMethod<&voxd_whisper_model::info>("info"),
+                           InstanceMethod<&voxd_whisper_model::transcribe>("transcribe"),
+                           InstanceMethod<&voxd_whisper_model::release>("release"),
+                           StaticValue("sampleRate", Napi::Number::New(env, WHISPER_SAMPLE_RATE)),
+                       });
 }
 
 voxd_whisper_model::voxd_whisper_model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_whisper_model>(info) {}
@@ -648,22 +653,27 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
     if (!info[0].IsString()) {
         throw voxd_make_js_error(env, "invalid_argument", "WhisperModel.load(path, options): path must be a string");
     }
-    auto data = std::make_shared<voxd_whisper_model_data>();
+    auto data  = std::make_shared<voxd_whisper_model_data>();
     data->path = info[0].As<Napi::String>().Utf8Value();
 
     whisper_context_params cparams = whisper_context_default_params();
     if (info[1].IsObject()) {
         Napi::Object o = info[1].As<Napi::Object>();
-        if (o.Get("useGpu").IsBoolean())       cparams.use_gpu    = o.Get("useGpu").As<Napi::Boolean>().Value();
-        if (o.Get("flashAttn").IsBoolean())    cparams.flash_attn = o.Get("flashAttn").As<Napi::Boolean>().Value();
-        if (o.Get("gpuDevice").IsNumber())     cparams.gpu_device = o.Get("gpuDevice").As<Napi::Number>().Int32Value();
-        if (o.Get("maxIdleStates").IsNumber()) data->max_idle     = (size_t) std::max(0, o.Get("maxIdleStates").As<Napi::Number>().Int32Value());
+        if (o.Get("useGpu").IsBoolean())
+            cparams.use_gpu = o.Get("useGpu").As<Napi::Boolean>().Value();
+        if (o.Get("flashAttn").IsBoolean())
+            cparams.flash_attn = o.Get("flashAttn").As<Napi::Boolean>().Value();
+        if (o.Get("gpuDevice").IsNumber())
+            cparams.gpu_device = o.Get("gpuDevice").As<Napi::Number>().Int32Value();
+        if (o.Get("maxIdleStates").IsNumber())
+            data->max_idle = (size_t) std::max(0, o.Get("maxIdleStates").As<Napi::Number>().Int32Value());
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "WhisperModel.load(path, options): options must be an object");
     }
 
     using loaded_t = std::shared_ptr<voxd_whisper_model_data>;
-    return voxd_async_worker<loaded_t>::run(env, "voxd.whisper.load",
+    return voxd_async_worker<loaded_t>::run(
+        env, "voxd.whisper.load",
         [data, cparams]() {
             voxd_whisper_check_file(data->path);
             data->ctx.reset(whisper_init_from_file_with_params_no_state(data->path.c_str(), cparams));
@@ -679,16 +689,16 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
             return data;
         },
         [](Napi::Env env, loaded_t & data) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "WhisperModel").New({});
+            Napi::Object obj     = voxd_class(env, "WhisperModel").New({});
             Unwrap(obj)->m_model = data;
             return obj;
         });
 }
 
 Napi::Value voxd_whisper_model::info(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
-    whisper_context * ctx = loaded(env)->ctx.get(); // hparams are immutable: safe beside running workers
-    Napi::Object o = Napi::Object::New(env);
+    Napi::Env env           = info.Env();
+    whisper_context * ctx   = loaded(env)->ctx.get(); // hparams are immutable: safe beside running workers
+    Napi::Object o          = Napi::Object::New(env);
     const bool multilingual = whisper_is_multilingual(ctx);
     o.Set("multilingual", multilingual);
     o.Set("type", whisper_model_type_readable(ctx));
@@ -703,7 +713,7 @@ Napi::Value voxd_whisper_model::info(const Napi::CallbackInfo & info) {
     o.Set("nTextLayer", whisper_model_n_text_layer(ctx));
     o.Set("nMels", whisper_model_n_mels(ctx));
     o.Set("ftype", whisper_model_ftype(ctx));
-    const int n_langs = voxd_whisper_n_languages(ctx);
+    const int n_langs     = voxd_whisper_n_languages(ctx);
     Napi::Array languages = Napi::Array::New(env, n_langs);
     for (int id = 0; id < n_langs; id++) {
         languages.Set((uint32_t) id, whisper_lang_str(id));
@@ -713,9 +723,9 @@ Napi::Value voxd_whisper_model::info(const Napi::CallbackInfo & info) {
 }
 
 Napi::Value voxd_whisper_model::transcribe(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
+    Napi::Env env                                  = info.Env();
     std::shared_ptr<voxd_whisper_model_data> model = loaded(env);
-    std::vector<float> samples = voxd_copy_samples(info[0], "samples");
+    std::vector<float> samples                     = voxd_copy_samples(info[0], "samples");
     if (samples.size() > (size_t) INT32_MAX) {
         throw voxd_make_js_error(env, "invalid_argument", "samples: too long for whisper.cpp (at most 2^31 - 1)");
     }
@@ -730,12 +740,12 @@ Napi::Value voxd_whisper_model::transcribe(const Napi::CallbackInfo & info) {
     std::shared_ptr<Napi::FunctionReference> callback;
     if (info[2].IsFunction()) {
         Napi::Function fn = info[2].As<Napi::Function>();
-        callback = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
-        job->tsfn = Napi::ThreadSafeFunction::New(env, fn, "voxd.whisper.segment", 0 /* unbounded queue */, 1 /* the worker */);
-        job->streaming = true;
+        callback          = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
+        job->tsfn         = Napi::ThreadSafeFunction::New(env, fn, "voxd.whisper.segment", 0 /* unbounded queue */, 1 /* the worker */);
+        job->streaming    = true;
     }
-    return voxd_async_worker<std::string>::run(env, "voxd.whisper.transcribe",
-        [job]() { return job->execute(); },
+    return voxd_async_worker<std::string>::run(
+        env, "voxd.whisper.transcribe", [job]() { return job->execute(); },
         [job, callback](Napi::Env env, std::string & language) -> Napi::Value {
             if (callback) {
                 job->deliver(env, callback->Value()); // segments still queued in the TSFN arrive before the result

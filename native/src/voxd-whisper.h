@@ -14,20 +14,24 @@ struct whisper_state;
 // Shared (shared_ptr) by the JS WhisperModel and every transcription in flight: the weights are freed when
 // the last of them lets go, never under a running worker.
 struct voxd_whisper_model_data {
-    struct context_deleter { void operator()(whisper_context * ctx) const; };
-    struct state_deleter   { void operator()(whisper_state * state) const; };
+    struct context_deleter {
+        void operator()(whisper_context * ctx) const;
+    };
+    struct state_deleter {
+        void operator()(whisper_state * state) const;
+    };
     using context_ptr = std::unique_ptr<whisper_context, context_deleter>;
     using state_ptr   = std::unique_ptr<whisper_state, state_deleter>;
 
-    context_ptr ctx;      // declared before `idle`: idle states are freed first
+    context_ptr ctx; // declared before `idle`: idle states are freed first
     std::string path;
-    size_t      max_idle = 2; // idle states kept for reuse: each holds compute buffers and KV caches
+    size_t max_idle = 2; // idle states kept for reuse: each holds compute buffers and KV caches
 
-    state_ptr acquire();              // an idle state or a newly allocated one
-    void      release(state_ptr st);  // back to the pool, or freed beyond max_idle
+    state_ptr acquire();        // an idle state or a newly allocated one
+    void release(state_ptr st); // back to the pool, or freed beyond max_idle
 
 private:
-    std::mutex             m_mutex;
+    std::mutex m_mutex;
     std::vector<state_ptr> m_idle;
 };
 
