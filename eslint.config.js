@@ -2,11 +2,11 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'build/', 'third_party/', 'prebuilds/', 'node_modules/', 'logs/'] },
+  { ignores: ['dist/', 'ui/dist/', 'build/', 'third_party/', 'prebuilds/', 'node_modules/', 'logs/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    files: ['scripts/**/*.mjs', 'scripts/**/*.cjs', 'eslint.config.js'],
+    files: ['scripts/**/*.mjs', 'scripts/**/*.cjs', 'ui/build.mjs', 'eslint.config.js'],
     languageOptions: {
       globals: {
         process: 'readonly',

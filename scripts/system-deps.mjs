@@ -88,8 +88,11 @@ export const SYSTEM_DEPS = [
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 
-function findMissing() {
-  return SYSTEM_DEPS.map((dep) => ({ ...dep, problem: dep.check() })).filter((dep) => dep.problem);
+/** What `npm test` needs beyond the build: the browser its web-interface tests drive (test/ui.test.ts). */
+export const TEST_DEPS = [{ what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium' }];
+
+function findMissing(deps) {
+  return deps.map((dep) => ({ ...dep, problem: dep.check() })).filter((dep) => dep.problem);
 }
 
 function isDebianLike() {
@@ -105,18 +108,21 @@ function aptGet(args) {
   const run = spawnSync('apt-get', args, { encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   if (run.status === 0) return;
   console.error(`${run.stdout ?? ''}${run.stderr ?? ''}`.trimEnd().split('\n').slice(-20).join('\n'));
-  throw new InstallError(`\`apt-get ${args.join(' ')}\` failed (output above). Fix that, then run \`npm install\` again.`);
+  throw new InstallError(`\`apt-get ${args.join(' ')}\` failed (output above). Fix that, then try again.`);
 }
 
-/** Makes sure every required entry of SYSTEM_DEPS is present, installing what it can; throws InstallError otherwise. */
-export function ensureSystemDeps() {
-  let missing = findMissing();
+/**
+ * Makes sure every required entry of `deps` (by default the build's, SYSTEM_DEPS) is present, installing what it
+ * can; throws InstallError otherwise, saying what `purpose` needs and how to get it, then to run `rerun` again.
+ */
+export function ensureSystemDeps(deps = SYSTEM_DEPS, { purpose = 'the native addon has to be built here, but the build', rerun = 'npm install' } = {}) {
+  let missing = findMissing(deps);
   if (missing.length && process.getuid?.() === 0 && isDebianLike()) {
     const packages = missing.map((dep) => dep.debian);
     log(`installing system packages: ${packages.join(' ')}`);
     aptGet(['update']);
     aptGet(['install', '-y', '--no-install-recommends', ...packages]);
-    missing = findMissing();
+    missing = findMissing(deps);
   }
   const required = missing.filter((dep) => !dep.optional);
   if (required.length) {
@@ -124,7 +130,7 @@ export function ensureSystemDeps() {
     const fix = isDebianLike()
       ? `sudo apt-get install -y --no-install-recommends ${missing.map((dep) => dep.debian).join(' ')}`
       : `install ${missing.map((dep) => dep.what).join(', ')} with your system's package manager`;
-    throw new InstallError(`the native addon has to be built here, but the build needs: ${problems}. Fix: ${fix}, then run \`npm install\` again.`);
+    throw new InstallError(`${purpose} needs: ${problems}. Fix: ${fix}, then run \`${rerun}\` again.`);
   }
   for (const dep of missing) log(`optional: ${dep.what} ${dep.problem} (package ${dep.debian})`);
 }

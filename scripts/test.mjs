@@ -1,16 +1,20 @@
 #!/usr/bin/env node
-// `npm test`: compiles the TypeScript (src and tests), checks that the native addon loads, then runs every
-// test file with node's test runner against real servers on loopback ports.
+// `npm test`: compiles the TypeScript (src and tests), builds the web interface, checks that the native addon
+// loads, then runs every test file with node's test runner against real servers on loopback ports.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { InstallError } from './build-native.mjs';
+import { ensureSystemDeps, TEST_DEPS } from './system-deps.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const step = (message) => console.log(`[voxd test] ${message}`);
 
 step('compiling TypeScript');
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
+step('building the web interface');
+execFileSync(process.execPath, [path.join(root, 'ui', 'build.mjs')], { stdio: 'inherit' });
 
 const probe = spawnSync(process.execPath, ['-e', `require('node-gyp-build')(${JSON.stringify(root)})`], { cwd: root, encoding: 'utf8' });
 if (probe.status !== 0) {
@@ -27,9 +31,19 @@ const files = fs
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .sort()
   .map((f) => path.join(testDir, f));
+// the web interface's tests drive a real browser: Debian's chromium, installed here like the build's packages
+if (files.some((f) => /^ui[.-]/.test(path.basename(f)))) {
+  try {
+    ensureSystemDeps(TEST_DEPS, { purpose: 'the web interface tests', rerun: 'npm test' });
+  } catch (error) {
+    if (!(error instanceof InstallError)) throw error;
+    console.error(`[voxd test] ${error.message}`);
+    process.exit(1);
+  }
+}
 // the suites that talk HTTP or WebSocket to a server run a second time on node:http when voxd's own choice is
 // uWebSockets.js, so both transports are held to the same tests (where uWS does not load, node:http is the choice)
-const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api'];
+const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api', 'ui'];
 const autoTransport = spawnSync(
   process.execPath,
   [

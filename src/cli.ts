@@ -7,15 +7,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
-import { ConfigError, DEFAULT_VAD_MODEL, resolveConfig, type Config } from './config.js';
-import { createLogger, closeLogger } from './logger.js';
+import { ConfigError, DEFAULT_UI_PORT, DEFAULT_VAD_MODEL, resolveConfig, resolveUiCommandConfig, type Config } from './config.js';
+import { createLogger, closeLogger, type Logger } from './logger.js';
 import { loadNative, NativeLoadError } from './native/addon.js';
 import { startServer } from './server.js';
+import { startUiServer } from './ui/server.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const pkg = JSON.parse(fs.readFileSync(path.join(here, '..', '..', 'package.json'), 'utf8')) as { version: string };
-
-const UI_UNAVAILABLE = 'voxd: the web interface is not available in this version yet (it arrives in a later release)';
 
 function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
@@ -39,7 +38,9 @@ function serveCommand(): Command {
       ).choices(['auto', 'uws', 'node']),
     )
     .option('--reload', 'restart the server when its compiled code changes (development)')
-    .option('--start-ui', 'also start the web interface on port 3000')
+    .option('--start-ui', `also serve the web interface, on its own port (--ui-port, default: ${DEFAULT_UI_PORT})`)
+    .option('--ui-host <host>', 'host the web interface binds to, with --start-ui (default: localhost)')
+    .option('--ui-port <port>', `port of the web interface, with --start-ui (default: ${DEFAULT_UI_PORT}; 0 picks a free port)`)
     .option('--allowed-origins <origins...>', 'CORS allowed origins, space-separated (default: *; env VOXD_ALLOWED_ORIGINS, comma-separated)')
     .option('--log-dir <dir>', 'directory for the JSON log files, created if missing (default: logs)')
     .addOption(new Option('--log-level <level>', 'log level (default: info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal']))
@@ -70,18 +71,49 @@ function serveCommand(): Command {
     .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish; the rest get 503 (default: 30)')
     .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')
     .action(async (_options: Record<string, unknown>, command: Command) => {
-      const flags = explicitFlags(command);
-      if (flags.startUi) fail(UI_UNAVAILABLE);
-      let config: Config;
-      try {
-        config = resolveConfig(normaliseFlags(flags));
-      } catch (error) {
-        if (error instanceof ConfigError) fail(`voxd: ${error.message}`);
-        throw error;
-      }
+      const config = orExplain(() => resolveConfig(normaliseFlags(explicitFlags(command))));
       if (config.reload) return superviseWithReload();
       await serve(config);
     });
+}
+
+function uiCommand(): Command {
+  return new Command('ui')
+    .description('run the web interface alone, against a voxd API server anywhere')
+    .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2))
+    .option('--host <host>', 'host to bind to (default: localhost)')
+    .option('--port <port>', `port of the web interface (default: ${DEFAULT_UI_PORT}; 0 picks a free port)`)
+    .option('--api-url <url>', 'base address of the voxd API server the page talks to (default: http://localhost:8000)')
+    .addOption(new Option('--transport <name>', 'HTTP transport: uws, node or auto (default: auto)').choices(['auto', 'uws', 'node']))
+    .option('--log-dir <dir>', 'directory for the JSON log files, created if missing (default: logs)')
+    .addOption(new Option('--log-level <level>', 'log level (default: info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal']))
+    .action(async (_options: Record<string, unknown>, command: Command) => {
+      const config = orExplain(() => resolveUiCommandConfig(explicitFlags(command)));
+      const logger = createLogger({ logDir: config.logDir, level: config.logLevel });
+      let ui;
+      try {
+        ui = await startUiServer({ ...config, logger, pageConfig: () => ({ apiBase: config.apiUrl, maxInputChars: null }) });
+      } catch (error) {
+        await closeLogger(logger);
+        fail(`voxd: cannot start the web interface on ${config.host}:${config.port}: ${error instanceof Error ? error.message : String(error)}`, 1);
+      }
+      logger.info({ host: config.host, port: ui.port, api: config.apiUrl }, `voxd web interface on http://${config.host}:${ui.port} (API ${config.apiUrl})`);
+      stopOnSignals(
+        logger,
+        () => ui.close(),
+        (code) => process.exit(code),
+      );
+    });
+}
+
+/** The validated settings, or exit 2 with the one line naming the flag or variable at fault. */
+function orExplain<T>(resolve: () => T): T {
+  try {
+    return resolve();
+  } catch (error) {
+    if (error instanceof ConfigError) fail(`voxd: ${error.message}`);
+    throw error;
+  }
 }
 
 /** Only the flags the user typed, so an environment variable applies when its flag is absent. */
@@ -114,17 +146,25 @@ async function serve(config: Config): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
     fail(`voxd: cannot start: ${message}`, 1);
   }
+  // process.exit() would wait for engine calls still running on worker threads
+  stopOnSignals(
+    logger,
+    () => server.close(),
+    (code) => loadNative().exitNow(code),
+  );
+}
+
+/** SIGTERM/SIGINT: a graceful `close`, then exit 0; a second signal exits at once with 128 + its number. */
+function stopOnSignals(logger: Logger, close: () => Promise<void>, exitNow: (code: number) => void): void {
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) {
-      // process.exit() would wait for engine calls still running on worker threads
       process.stderr.write(`voxd: second ${signal}: exiting now\n`);
-      loadNative().exitNow(128 + os.constants.signals[signal]);
+      exitNow(128 + os.constants.signals[signal]);
     }
     stopping = true;
     logger.info({ signal }, 'signal received');
-    server
-      .close()
+    close()
       .then(() => closeLogger(logger))
       .then(() => process.exit(0));
   };
@@ -173,13 +213,7 @@ const program = new Command('voxd')
   .description('voxd: a local audio server (speech-to-text, text-to-speech, separation, realtime transcription) with a vendor-compatible HTTP API')
   .version(pkg.version)
   .addCommand(serveCommand(), { isDefault: true })
-  .addCommand(
-    new Command('ui')
-      .description('run the web interface alone (not available yet)')
-      .option('--port <port>', 'port of the web interface (default: 3000)')
-      .option('--api-url <url>', 'address of the API server (default: http://localhost:8000)')
-      .action(() => fail(UI_UNAVAILABLE)),
-  );
+  .addCommand(uiCommand());
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   fail(`voxd: ${error instanceof Error ? error.message : String(error)}`, 1);

@@ -14,6 +14,9 @@ export const DEFAULT_STT_MODEL = 'sphinx';
 /** The built-in flite voices (engines/flite.ts): behind the TTS aliases unless --tts-model says otherwise. */
 export const DEFAULT_TTS_MODEL = 'flite';
 
+/** The web interface's port, for `voxd ui` and `serve --start-ui` alike. */
+export const DEFAULT_UI_PORT = 3000;
+
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().nonnegative();
 /** A directory that must exist when the server starts (its message names the path). */
@@ -30,6 +33,8 @@ export const configSchema = z.object({
   transport: z.enum(TRANSPORT_PREFERENCES).default('auto'),
   reload: z.boolean().default(false),
   startUi: z.boolean().default(false),
+  uiHost: z.string().min(1).default('localhost'),
+  uiPort: z.coerce.number().int().min(0).max(65535).default(DEFAULT_UI_PORT),
   allowedOrigins: z.array(z.string().min(1)).min(1).default(['*']),
   logDir: z.string().min(1).default('logs'),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
@@ -63,6 +68,21 @@ export const configSchema = z.object({
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/** `voxd ui`: the web interface alone, against the API at `apiUrl`. */
+export const uiCommandSchema = z.object({
+  host: z.string().min(1).default('localhost'),
+  port: z.coerce.number().int().min(0).max(65535).default(DEFAULT_UI_PORT),
+  apiUrl: z
+    .url({ protocol: /^https?$/, error: 'expected an http:// or https:// address' })
+    .transform((url) => url.replace(/\/+$/, ''))
+    .default('http://localhost:8000'),
+  transport: z.enum(TRANSPORT_PREFERENCES).default('auto'),
+  logDir: z.string().min(1).default('logs'),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
+});
+
+export type UiCommandConfig = z.infer<typeof uiCommandSchema>;
 
 /** The five environment variables of the seed spec, plus the STT and TTS defaults, the shared voices and the cache location. */
 export const ENV_VARIABLES = {
@@ -101,8 +121,17 @@ export class ConfigError extends Error {
 
 /** Merges explicit flags over environment values and validates the result. */
 export function resolveConfig(flags: Partial<Record<keyof Config, unknown>>, env: NodeJS.ProcessEnv = process.env): Config {
-  const merged = { ...configFromEnv(env), ...flags };
-  const parsed = configSchema.safeParse(merged);
+  return parseOrExplain(configSchema, flags, { ...configFromEnv(env), ...flags });
+}
+
+/** The settings of `voxd ui` (flags only: its variables are the server's). */
+export function resolveUiCommandConfig(flags: Partial<Record<keyof UiCommandConfig, unknown>>): UiCommandConfig {
+  return parseOrExplain(uiCommandSchema, flags, flags);
+}
+
+/** Validates `values`, naming the flag (when it came from `flags`) or the variable of the first problem. */
+function parseOrExplain<S extends z.ZodType>(schema: S, flags: object, values: unknown): z.output<S> {
+  const parsed = schema.safeParse(values);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue?.path[0] ?? '');

@@ -26,9 +26,12 @@ import { Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
 import { Scheduler } from './services/scheduler.js';
 import { Synthesizer } from './services/tts/synthesizer.js';
+import { apiBaseFor, startUiServer, type RunningUi } from './ui/server.js';
 
 export interface RunningServer {
   port: number;
+  /** The web interface's port with --start-ui, else null. */
+  uiPort: number | null;
   context: RouteContext;
   /** Graceful stop: no new connections, in-flight requests finish (up to --shutdown-timeout), models freed. */
   close(): Promise<void>;
@@ -89,6 +92,25 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
 
   const port = await http.listen(config.host, config.port);
   logger.info({ host: config.host, port, transport: transport.name }, `voxd listening on http://${config.host}:${port} (transport ${transport.name})`);
+  let ui: RunningUi | null = null;
+  if (config.startUi) {
+    try {
+      ui = await startUiServer({
+        host: config.uiHost,
+        port: config.uiPort,
+        transport: config.transport,
+        logger,
+        pageConfig: (hostHeader) => ({ apiBase: apiBaseFor(config.host, port, hostHeader), maxInputChars: config.maxInputChars }),
+      });
+    } catch (error) {
+      // not half-started: the API's port is released before the failure is reported
+      await http.close(0);
+      await registry.close();
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new Error(`the web interface cannot listen on ${config.uiHost}:${config.uiPort} (--ui-port, --ui-host): ${reason}`, { cause: error });
+    }
+    logger.info({ host: config.uiHost, port: ui.port }, `voxd web interface on http://${config.uiHost}:${ui.port}`);
+  }
 
   registry.preload(config.preload).then(
     () => {
@@ -102,10 +124,11 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
 
   return {
     port,
+    uiPort: ui?.port ?? null,
     context,
     async close() {
       logger.info('shutting down: waiting for in-flight requests');
-      await http.close(config.shutdownTimeout * 1000);
+      await Promise.all([http.close(config.shutdownTimeout * 1000), ui?.close()]);
       await scheduler.idle();
       await registry.close();
       logger.info('shutdown complete');

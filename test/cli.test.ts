@@ -100,18 +100,6 @@ describe('voxd command line', { timeout: 120_000 }, () => {
     assert.doesNotMatch(overridden.stderr, /VOXD_TTS_MAX_BATCH_SIZE|--tts-max-batch-size/);
   });
 
-  it('says the web interface is not available yet (--start-ui and `voxd ui`)', { timeout: TEST_TIMEOUT }, async (t) => {
-    const scratch = await tempDir(t, 'voxd-cli-ui-');
-    const port = String(await freePort());
-    for (const args of [['serve', '--host', '127.0.0.1', '--port', port, '--log-dir', path.join(scratch, 'logs'), '--start-ui'], ['ui']]) {
-      const result = await runCli(t, args, cliEnv(scratch));
-      assert.notEqual(result.code, 0, `${args.join(' ')} fails`);
-      assert.equal(result.code, 2, `${args.join(' ')}: status 2, as the README says`);
-      assert.match(result.stderr, /web interface is not available/, args.join(' '));
-      assert.doesNotMatch(result.stderr, STACK_LINE);
-    }
-  });
-
   it('documents every flag of `serve --help` in the README table, and the other way round', { timeout: TEST_TIMEOUT }, async (t) => {
     const scratch = await tempDir(t, 'voxd-cli-help-');
     const result = await runCli(t, ['serve', '--help'], cliEnv(scratch));

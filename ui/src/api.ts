@@ -1,0 +1,89 @@
+/**
+ * The page's only way to the API. The server that serves the page writes the API's address into it
+ * (src/ui/server.ts), so the bundle names no host. Every failure becomes an ApiFailure carrying the API's own
+ * error envelope (message and code), or saying which address could not be reached.
+ */
+
+/** Written into index.html by the server (src/ui/server.ts UiPageConfig). */
+export interface PageConfig {
+  apiBase: string;
+  maxInputChars: number | null;
+}
+
+function readPageConfig(): PageConfig {
+  const element = document.getElementById('voxd-config');
+  if (element?.textContent) return JSON.parse(element.textContent) as PageConfig;
+  // a page opened without a voxd server in front (e.g. from disk): the API's default address
+  return { apiBase: 'http://localhost:8000', maxInputChars: null };
+}
+
+export const pageConfig = readPageConfig();
+export const apiBase = pageConfig.apiBase;
+
+export class ApiFailure extends Error {
+  override name = 'ApiFailure';
+  constructor(
+    message: string,
+    /** The envelope's `code`, `server_unreachable` when nothing answered, or `http_<status>` without an envelope. */
+    readonly code: string,
+    readonly status: number | null,
+  ) {
+    super(message);
+  }
+}
+
+interface ErrorEnvelope {
+  error?: { message?: string; code?: string | null; type?: string };
+}
+
+/** fetch() against the API: resolves with a 2xx response, else throws ApiFailure. */
+export async function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
+  let response: Response;
+  try {
+    response = await fetch(apiBase + path, init);
+  } catch (error) {
+    if (init.signal?.aborted) throw error;
+    throw new ApiFailure(`Cannot reach the voxd server at ${apiBase}: is it running?`, 'server_unreachable', null);
+  }
+  if (response.ok) return response;
+  const text = await response.text();
+  let envelope: ErrorEnvelope = {};
+  try {
+    envelope = JSON.parse(text) as ErrorEnvelope;
+  } catch {
+    // not an envelope: the status line is all there is
+  }
+  const message = envelope.error?.message ?? (text.trim() || `${response.status} ${response.statusText}`);
+  throw new ApiFailure(message, envelope.error?.code ?? envelope.error?.type ?? `http_${response.status}`, response.status);
+}
+
+export async function apiJson<T>(path: string, init: RequestInit = {}): Promise<T> {
+  return (await apiFetch(path, init)).json() as Promise<T>;
+}
+
+/** A JSON POST body. */
+export function jsonBody(value: unknown): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(value) };
+}
+
+/** The WebSocket address of an API path. */
+export function apiSocketUrl(path: string): string {
+  const url = new URL(apiBase + path);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  return url.toString();
+}
+
+export interface ModelInfo {
+  id: string;
+  loaded: boolean;
+  task?: 'stt' | 'tts' | 'vad' | 'separation';
+  engine?: string;
+  /** For an alias: the model it stands for. */
+  target?: string;
+}
+
+/** A readable message for anything thrown. */
+export function describeError(error: unknown): string {
+  if (error instanceof ApiFailure) return error.code && !error.code.startsWith('http_') ? `${error.message} (${error.code})` : error.message;
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,335 @@
+/** Speak: text to speech through POST /v1/audio/speech, streamed into the player while it is synthesised. */
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { apiFetch, apiJson, jsonBody, pageConfig, type ModelInfo } from './api';
+import { DownloadLink, ErrorNote, fileStem, formatBytes, formatSeconds, ModelPicker, Player, Status, useModelChoice, useObjectUrl } from './components';
+import { addToHistory, loadHistory, removeFromHistory, type SpeechResult } from './history';
+import { useRecorder } from './media';
+import { engineOf, modelsFor } from './model-list';
+import { decodeFirstChannel } from './waveform';
+
+const FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
+type Format = (typeof FORMATS)[number];
+const MIME_TYPES: Record<Format, string> = {
+  mp3: 'audio/mpeg',
+  wav: 'audio/wav',
+  flac: 'audio/flac',
+  ogg: 'audio/ogg',
+  opus: 'audio/ogg',
+  aac: 'audio/aac',
+  pcm: 'application/octet-stream',
+};
+
+/**
+ * What the engines behind voxd's models can honour (engines/flite.ts, engines/ggml-tts.ts); an engine not listed
+ * gets every control, and the server names what it ignored in `x-voxd-ignored`.
+ */
+const ENGINE_LIMITS: Record<string, { cloning: boolean; instructions: boolean }> = {
+  flite: { cloning: false, instructions: false },
+  'ggml-tts': { cloning: true, instructions: false },
+};
+
+/** Streamed playback needs MediaSource to take the stream's container as it arrives: MP3 here. */
+const canStream = typeof MediaSource !== 'undefined' && MediaSource.isTypeSupported('audio/mpeg');
+
+interface Voice {
+  id: string;
+  name: string;
+}
+
+export function SpeakView({ models }: { models: ModelInfo[] }) {
+  const ttsModels = useMemo(() => modelsFor('tts', models), [models]);
+  const [model, setModel] = useModelChoice(ttsModels, 'tts-1');
+  const [voices, setVoices] = useState<Voice[]>([]);
+  const [voice, setVoice] = useState('');
+  const [voicesError, setVoicesError] = useState<unknown>(null);
+  const [text, setText] = useState('Hello from voxd. This speech was synthesised on your own machine.');
+  const [format, setFormat] = useState<Format>('mp3');
+  const [speed, setSpeed] = useState(1);
+  const [stream, setStream] = useState(true);
+  const [instructions, setInstructions] = useState('');
+  const [reference, setReference] = useState<Blob | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [note, setNote] = useState('');
+  const [streamUrl, setStreamUrl] = useState<string | null>(null);
+  const [result, setResult] = useState<{ blob: Blob; filename: string } | null>(null);
+  const [history, setHistory] = useState<SpeechResult[]>([]);
+  const resultUrl = useObjectUrl(result?.blob ?? null);
+  const recorder = useRecorder();
+  const [recordError, setRecordError] = useState<unknown>(null);
+  const abort = useRef<AbortController | null>(null);
+
+  const engine = engineOf(model, models) ?? '';
+  const limits = ENGINE_LIMITS[engine] ?? { cloning: true, instructions: true };
+  const maxChars = pageConfig.maxInputChars;
+  const tooLong = maxChars !== null && text.length > maxChars;
+  const streaming = stream && format === 'mp3' && canStream;
+
+  useEffect(() => {
+    loadHistory().then(setHistory, () => setHistory([]));
+  }, []);
+
+  useEffect(() => {
+    if (!model) return;
+    let current = true;
+    setVoicesError(null);
+    apiJson<{ data: Voice[] }>(`/v1/audio/voices?model=${encodeURIComponent(model)}`).then(
+      (answer) => {
+        if (!current) return;
+        setVoices(answer.data);
+        setVoice((chosen) => (answer.data.some((v) => v.id === chosen) ? chosen : (answer.data[0]?.id ?? '')));
+      },
+      (failure: unknown) => current && (setVoices([]), setVoicesError(failure)),
+    );
+    return () => {
+      current = false;
+    };
+  }, [model]);
+
+  useEffect(() => () => abort.current?.abort(), []);
+
+  async function generate(event: Event): Promise<void> {
+    event.preventDefault();
+    abort.current?.abort();
+    const controller = new AbortController();
+    abort.current = controller;
+    setBusy(true);
+    setError(null);
+    setNote('');
+    const started = performance.now();
+    try {
+      const body: Record<string, unknown> = { model, input: text, voice, response_format: format, speed, stream: streaming };
+      if (limits.instructions && instructions.trim()) body.instructions = instructions.trim();
+      if (limits.cloning && reference) body.ref_audio = await dataUrl(reference);
+      const response = await apiFetch('/v1/audio/speech', { ...jsonBody(body), signal: controller.signal });
+      const ignored = response.headers.get('x-voxd-ignored');
+      const blob = streaming ? await playWhileArriving(response, setStreamUrl) : await response.blob();
+      const audio = new Blob([blob], { type: MIME_TYPES[format] });
+      const filename = `${fileStem('voxd', model, voice || 'default')}.${format}`;
+      setResult({ blob: audio, filename });
+      setStreamUrl(null);
+      const duration =
+        format === 'pcm'
+          ? null
+          : await decodeFirstChannel(audio).then(
+              (d) => d.duration,
+              () => null,
+            );
+      setNote(
+        `${formatBytes(audio.size)} in ${((performance.now() - started) / 1000).toFixed(1)} s` +
+          (duration !== null ? `, ${formatSeconds(duration)} of audio` : '') +
+          (ignored ? `. The model ignored: ${ignored}` : ''),
+      );
+      setHistory(await addToHistory({ text, model, voice, format, duration, createdAt: Date.now(), audio }));
+    } catch (failure) {
+      if (!controller.signal.aborted) setError(failure);
+    } finally {
+      if (abort.current === controller) setBusy(false);
+    }
+  }
+
+  async function toggleRecording(): Promise<void> {
+    setRecordError(null);
+    try {
+      if (recorder.recording) setReference(await recorder.stop());
+      else await recorder.start(null);
+    } catch (failure) {
+      setRecordError(failure);
+    }
+  }
+
+  const cloningReason = limits.cloning ? null : `${model} (${engine}) cannot clone a voice from a reference clip.`;
+  const instructionsReason = limits.instructions ? null : `${model} (${engine}) does not take style instructions.`;
+
+  return (
+    <section aria-labelledby="speak-title" class="view">
+      <h2 id="speak-title">Speak</h2>
+      <form class="card" onSubmit={generate}>
+        <div class="field">
+          <label for="speak-text">Text</label>
+          <textarea id="speak-text" rows={5} value={text} onInput={(e) => setText(e.currentTarget.value)} aria-describedby="speak-count" />
+          <span id="speak-count" class={`hint ${tooLong ? 'over' : ''}`}>
+            {text.length.toLocaleString()} {maxChars !== null ? `/ ${maxChars.toLocaleString()} characters (the server's limit)` : 'characters'}
+          </span>
+        </div>
+        <div class="row">
+          <div class="field">
+            <label for="speak-model">Model</label>
+            <ModelPicker id="speak-model" models={ttsModels} value={model} onChange={setModel} />
+          </div>
+          <div class="field">
+            <label for="speak-voice">Voice</label>
+            <select id="speak-voice" value={voice} onChange={(e) => setVoice(e.currentTarget.value)} aria-describedby="speak-voice-error">
+              {voices.map((v) => (
+                <option key={v.id} value={v.id}>
+                  {v.name}
+                </option>
+              ))}
+            </select>
+            <ErrorNote id="speak-voice-error" error={voicesError} />
+          </div>
+          <div class="field">
+            <label for="speak-format">Format</label>
+            <select id="speak-format" value={format} onChange={(e) => setFormat(e.currentTarget.value as Format)}>
+              {FORMATS.map((f) => (
+                <option key={f} value={f}>
+                  {f === 'pcm' ? 'pcm (raw, download only)' : f}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="field">
+            <label for="speak-speed">Speed {speed.toFixed(2)}×</label>
+            <input id="speak-speed" type="range" min={0.25} max={4} step={0.05} value={speed} onInput={(e) => setSpeed(Number(e.currentTarget.value))} />
+          </div>
+        </div>
+        <div class="field checkbox">
+          <input
+            id="speak-stream"
+            type="checkbox"
+            checked={streaming}
+            disabled={format !== 'mp3' || !canStream}
+            onChange={(e) => setStream(e.currentTarget.checked)}
+          />
+          <label for="speak-stream">Play while synthesising (stream)</label>
+          {(format !== 'mp3' || !canStream) && (
+            <span class="hint">{canStream ? 'Streamed playback needs mp3.' : 'This browser cannot play an MP3 stream.'}</span>
+          )}
+        </div>
+        <details class="advanced">
+          <summary>Voice cloning and instructions</summary>
+          <div class="field">
+            <span class="label" id="speak-reference-label">
+              Reference clip
+            </span>
+            <div class="row tight">
+              <input
+                type="file"
+                accept="audio/*"
+                aria-labelledby="speak-reference-label"
+                disabled={!limits.cloning}
+                onChange={(e) => setReference(e.currentTarget.files?.[0] ?? null)}
+              />
+              <button type="button" class="secondary" disabled={!limits.cloning} onClick={toggleRecording}>
+                {recorder.recording ? 'Stop recording' : 'Record'}
+              </button>
+              {reference && <span class="hint">clip of {formatBytes(reference.size)} ready</span>}
+            </div>
+            {cloningReason && <span class="hint">{cloningReason}</span>}
+            <ErrorNote error={recordError} />
+          </div>
+          <div class="field">
+            <label for="speak-instructions">Instructions</label>
+            <input
+              id="speak-instructions"
+              type="text"
+              value={instructions}
+              disabled={!limits.instructions}
+              placeholder="e.g. calm and slow"
+              onInput={(e) => setInstructions(e.currentTarget.value)}
+            />
+            {instructionsReason && <span class="hint">{instructionsReason}</span>}
+          </div>
+        </details>
+        <div class="actions">
+          <button type="submit" disabled={busy || !model || tooLong || text.trim() === ''}>
+            {busy ? 'Generating…' : 'Generate'}
+          </button>
+          {busy && (
+            <button type="button" class="secondary" onClick={() => abort.current?.abort()}>
+              Stop
+            </button>
+          )}
+          {result && (
+            <DownloadLink blob={result.blob} filename={result.filename}>
+              Download {result.filename.split('.').pop()}
+            </DownloadLink>
+          )}
+        </div>
+        <ErrorNote error={error} id="speak-error" />
+        {tooLong && <p class="hint over">The text is longer than the server accepts ({maxChars} characters).</p>}
+        <Status>{busy ? (streamUrl ? 'Playing while the rest is synthesised…' : 'Synthesising…') : note}</Status>
+        {(streamUrl || (resultUrl && result?.filename.endsWith('.pcm') === false)) && (
+          <Player src={resultUrl ?? streamUrl} blob={result?.blob ?? null} label="Generated speech" autoPlay />
+        )}
+      </form>
+      <History
+        entries={history}
+        onReplay={(entry) => setResult({ blob: entry.audio, filename: `${fileStem('voxd', entry.model, entry.voice)}.${entry.format}` })}
+        onRemove={(entry) => removeFromHistory(entry.id).then(setHistory)}
+      />
+    </section>
+  );
+}
+
+function History({ entries, onReplay, onRemove }: { entries: SpeechResult[]; onReplay: (e: SpeechResult) => void; onRemove: (e: SpeechResult) => void }) {
+  if (entries.length === 0) return null;
+  return (
+    <section class="card" aria-labelledby="history-title">
+      <h3 id="history-title">Recent results</h3>
+      <ul class="history">
+        {entries.map((entry) => (
+          <li key={entry.id}>
+            <div class="history-text" title={entry.text}>
+              {entry.text}
+            </div>
+            <div class="history-meta">
+              {entry.model} · {entry.voice || 'default voice'} · {entry.format}
+              {entry.duration !== null ? ` · ${formatSeconds(entry.duration)}` : ''}
+            </div>
+            <div class="history-actions">
+              <button type="button" class="secondary small" disabled={entry.format === 'pcm'} onClick={() => onReplay(entry)}>
+                Replay
+              </button>
+              <DownloadLink small blob={entry.audio} filename={`${fileStem('voxd', entry.model, entry.voice)}.${entry.format}`}>
+                Download
+              </DownloadLink>
+              <button type="button" class="secondary small" onClick={() => onRemove(entry)} aria-label={`Remove “${entry.text.slice(0, 40)}” from the history`}>
+                Remove
+              </button>
+            </div>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+/**
+ * Feeds an MP3 response into a MediaSource the player plays from as soon as the first chunk is in; resolves with
+ * the whole file, which then replaces the stream (a MediaSource cannot be seeked beyond what arrived or saved).
+ */
+async function playWhileArriving(response: Response, play: (url: string) => void): Promise<Blob> {
+  const source = new MediaSource();
+  const url = URL.createObjectURL(source);
+  const opened = new Promise((resolve) => source.addEventListener('sourceopen', resolve, { once: true }));
+  play(url);
+  await opened;
+  const buffer = source.addSourceBuffer('audio/mpeg');
+  const updated = (): Promise<unknown> =>
+    buffer.updating ? new Promise((resolve) => buffer.addEventListener('updateend', resolve, { once: true })) : Promise.resolve();
+  const chunks: BlobPart[] = [];
+  const reader = response.body!.getReader();
+  try {
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
+      chunks.push(read.value as Uint8Array<ArrayBuffer>);
+      await updated();
+      buffer.appendBuffer(read.value as Uint8Array<ArrayBuffer>);
+    }
+    await updated();
+    if (source.readyState === 'open') source.endOfStream();
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+  return new Blob(chunks, { type: 'audio/mpeg' });
+}
+
+/** A clip as the base64 data: URL `ref_audio` takes. */
+function dataUrl(blob: Blob): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result as string);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+}
