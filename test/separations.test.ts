@@ -128,6 +128,12 @@ describe('POST /v1/audio/separations', () => {
     assert.deepEqual([result.sample_rate, target.channels.length, target.channels[0]?.length], [16000, 1, speech.length]);
   });
 
+  it('names the sounds a loaded separator extracts in its model entry', async () => {
+    const model = (await (await fetch(`${server.base}/v1/models/spectral`)).json()) as { loaded: boolean; targets?: string[] };
+    assert.equal(model.loaded, true, 'loaded by the separation before');
+    assert.deepEqual(model.targets, ['voice', 'percussive', 'bass', 'harmonic', 'accompaniment']);
+  });
+
   it('answers bad input with 4xx envelopes before any work, and keeps serving', async () => {
     const post = (fields: Record<string, string>, file: Buffer | null, filename?: string): Promise<Response> =>
       fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: form(fields, file, filename) });

@@ -83,8 +83,14 @@ describe('speech over HTTP with the built-in voices', { skip: FLITE_INSTALLED ? 
   });
 
   it('lists the voices, and honours speed', async () => {
-    const voices = (await (await fetch(`${server.base}/v1/audio/voices?model=tts-1`)).json()) as { object: string; model: string; data: { id: string }[] };
+    const voices = (await (await fetch(`${server.base}/v1/audio/voices?model=tts-1`)).json()) as {
+      object: string;
+      model: string;
+      capabilities: { cloning: boolean; instructions: boolean };
+      data: { id: string }[];
+    };
     assert.equal(voices.object, 'list');
+    assert.deepEqual(voices.capabilities, { cloning: false, instructions: false }, 'flite neither clones nor follows instructions');
     assert.deepEqual(
       voices.data.map((v) => v.id),
       ['slt', 'kal', 'awb', 'rms'],

@@ -267,7 +267,11 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         const seconds = await durationOf(Buffer.from(await response.arrayBuffer()), format);
         assert.ok(seconds > 0.1, `${format}: ${seconds} s`);
       }
-      const voices = (await (await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(modelDir)}`)).json()) as { data: { id: string }[] };
+      const voices = (await (await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(modelDir)}`)).json()) as {
+        capabilities: { cloning: boolean };
+        data: { id: string }[];
+      };
+      assert.equal(voices.capabilities.cloning, true, 'a GGML model clones');
       assert.deepEqual(
         voices.data.map((v) => v.id),
         ['default', 'jfk'],

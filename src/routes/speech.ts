@@ -50,7 +50,14 @@ async function listVoices(req: HttpRequest, reply: HttpReply, { registry }: Rout
   const id = req.query.get('model')?.trim() || 'tts-1';
   const lease = await registry.acquire<TtsModel>(id, 'tts');
   try {
-    reply.json({ object: 'list', model: id, data: lease.model.voices.map(({ id: voice, name }) => ({ id: voice, name })) });
+    const { cloning, instructions } = lease.model.capabilities;
+    // capabilities (an extension) lets a client offer only the fields this model honours (the web interface does)
+    reply.json({
+      object: 'list',
+      model: id,
+      capabilities: { cloning, instructions },
+      data: lease.model.voices.map(({ id: voice, name }) => ({ id: voice, name })),
+    });
   } finally {
     lease.release();
   }

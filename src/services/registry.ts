@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import { ApiError } from '../http/errors.js';
-import type { Engine, LoadedModel, ModelTask, ResolvedModel } from '../engines/types.js';
+import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel } from '../engines/types.js';
 import type { Logger } from '../logger.js';
 import { HubError, type HubClient, type HubFile } from './hub.js';
 import type { Metrics } from './metrics.js';
@@ -26,6 +26,8 @@ export interface ModelInfo {
   engine?: string;
   /** For an alias: the model it stands for. */
   target?: string;
+  /** For a loaded separator: the sounds it extracts (canonical names a `description` may use). */
+  targets?: string[];
 }
 
 export interface ModelLease<M extends LoadedModel = LoadedModel> {
@@ -381,7 +383,10 @@ export class ModelRegistry {
   }
 
   private describeEntry(entry: Entry): ModelInfo {
-    return { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: entry.model?.task, engine: entry.model?.engine };
+    const { model } = entry;
+    const info: ModelInfo = { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: model?.task, engine: model?.engine };
+    if (model?.task === 'separation') info.targets = (model as SeparatorModel).targets.map((t) => t.name);
+    return info;
   }
 
   private unloadedInfo(id: string): ModelInfo {

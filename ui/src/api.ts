@@ -80,6 +80,8 @@ export interface ModelInfo {
   engine?: string;
   /** For an alias: the model it stands for. */
   target?: string;
+  /** For a loaded separator: the sounds it extracts. */
+  targets?: string[];
 }
 
 /** A readable message for anything thrown. */

@@ -51,13 +51,6 @@ export function taskOf(model: ModelInfo, models: readonly ModelInfo[]): Task | u
   return model.target ? models.find((m) => m.id === model.target)?.task : undefined;
 }
 
-/** The engine of a model, an alias taking its target's. */
-export function engineOf(id: string, models: readonly ModelInfo[]): string | undefined {
-  const model = models.find((m) => m.id === id);
-  if (!model) return undefined;
-  return model.engine ?? (model.target ? engineOf(model.target, models) : undefined);
-}
-
 /** Model IDs for a task, models before aliases (in the server's order). */
 export function modelsFor(task: Task, models: readonly ModelInfo[]): ModelInfo[] {
   const matching = models.filter((model) => taskOf(model, models) === task);

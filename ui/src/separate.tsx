@@ -4,9 +4,6 @@ import { apiJson, type ModelInfo } from './api';
 import { DownloadLink, ErrorNote, FileDrop, fileStem, ModelPicker, Player, Status, useModelChoice, useObjectUrl } from './components';
 import { modelsFor } from './model-list';
 
-/** The sounds the built-in `spectral` separator extracts (engines/separator.ts); other models take free text. */
-const SUGGESTED_DESCRIPTIONS = ['voice', 'drums', 'bass', 'harmonic instruments', 'accompaniment'];
-
 interface Stems {
   target: Blob;
   residual: Blob;
@@ -17,6 +14,8 @@ interface Stems {
 export function SeparateView({ models }: { models: ModelInfo[] }) {
   const separationModels = useMemo(() => modelsFor('separation', models), [models]);
   const [model, setModel] = useModelChoice(separationModels, 'spectral');
+  // a loaded separator lists the sounds it extracts (GET /v1/models); any other takes the description as typed
+  const targets = separationModels.find((m) => m.id === model)?.targets ?? [];
   const [file, setFile] = useState<File | null>(null);
   const [description, setDescription] = useState('voice');
   const [busy, setBusy] = useState(false);
@@ -68,10 +67,10 @@ export function SeparateView({ models }: { models: ModelInfo[] }) {
               list="separate-suggestions"
               value={description}
               onInput={(e) => setDescription(e.currentTarget.value)}
-              placeholder="e.g. voice, drums, bass"
+              placeholder={targets.length ? `e.g. ${targets.slice(0, 3).join(', ')}` : 'the sound, in words'}
             />
             <datalist id="separate-suggestions">
-              {SUGGESTED_DESCRIPTIONS.map((suggestion) => (
+              {targets.map((suggestion) => (
                 <option key={suggestion} value={suggestion} />
               ))}
             </datalist>

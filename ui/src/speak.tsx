@@ -4,7 +4,7 @@ import { apiFetch, apiJson, jsonBody, pageConfig, type ModelInfo } from './api';
 import { DownloadLink, ErrorNote, fileStem, formatBytes, formatSeconds, ModelPicker, Player, Status, useModelChoice, useObjectUrl } from './components';
 import { addToHistory, loadHistory, removeFromHistory, type SpeechResult } from './history';
 import { useRecorder } from './media';
-import { engineOf, modelsFor } from './model-list';
+import { modelsFor } from './model-list';
 import { decodeFirstChannel } from './waveform';
 
 const FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
@@ -19,15 +19,6 @@ const MIME_TYPES: Record<Format, string> = {
   pcm: 'application/octet-stream',
 };
 
-/**
- * What the engines behind voxd's models can honour (engines/flite.ts, engines/ggml-tts.ts); an engine not listed
- * gets every control, and the server names what it ignored in `x-voxd-ignored`.
- */
-const ENGINE_LIMITS: Record<string, { cloning: boolean; instructions: boolean }> = {
-  flite: { cloning: false, instructions: false },
-  'ggml-tts': { cloning: true, instructions: false },
-};
-
 /** Streamed playback needs MediaSource to take the stream's container as it arrives: MP3 here. */
 const canStream = typeof MediaSource !== 'undefined' && MediaSource.isTypeSupported('audio/mpeg');
 
@@ -36,12 +27,20 @@ interface Voice {
   name: string;
 }
 
+/** What GET /v1/audio/voices says the model honours; until it answers, every control is offered. */
+interface Capabilities {
+  cloning: boolean;
+  instructions: boolean;
+}
+const EVERY_CAPABILITY: Capabilities = { cloning: true, instructions: true };
+
 export function SpeakView({ models }: { models: ModelInfo[] }) {
   const ttsModels = useMemo(() => modelsFor('tts', models), [models]);
   const [model, setModel] = useModelChoice(ttsModels, 'tts-1');
   const [voices, setVoices] = useState<Voice[]>([]);
   const [voice, setVoice] = useState('');
   const [voicesError, setVoicesError] = useState<unknown>(null);
+  const [limits, setLimits] = useState<Capabilities>(EVERY_CAPABILITY);
   const [text, setText] = useState('Hello from voxd. This speech was synthesised on your own machine.');
   const [format, setFormat] = useState<Format>('mp3');
   const [speed, setSpeed] = useState(1);
@@ -59,8 +58,6 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
   const [recordError, setRecordError] = useState<unknown>(null);
   const abort = useRef<AbortController | null>(null);
 
-  const engine = engineOf(model, models) ?? '';
-  const limits = ENGINE_LIMITS[engine] ?? { cloning: true, instructions: true };
   const maxChars = pageConfig.maxInputChars;
   const tooLong = maxChars !== null && text.length > maxChars;
   const streaming = stream && format === 'mp3' && canStream;
@@ -73,10 +70,11 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
     if (!model) return;
     let current = true;
     setVoicesError(null);
-    apiJson<{ data: Voice[] }>(`/v1/audio/voices?model=${encodeURIComponent(model)}`).then(
+    apiJson<{ data: Voice[]; capabilities?: Capabilities }>(`/v1/audio/voices?model=${encodeURIComponent(model)}`).then(
       (answer) => {
         if (!current) return;
         setVoices(answer.data);
+        setLimits(answer.capabilities ?? EVERY_CAPABILITY);
         setVoice((chosen) => (answer.data.some((v) => v.id === chosen) ? chosen : (answer.data[0]?.id ?? '')));
       },
       (failure: unknown) => current && (setVoices([]), setVoicesError(failure)),
@@ -138,8 +136,8 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
     }
   }
 
-  const cloningReason = limits.cloning ? null : `${model} (${engine}) cannot clone a voice from a reference clip.`;
-  const instructionsReason = limits.instructions ? null : `${model} (${engine}) does not take style instructions.`;
+  const cloningReason = limits.cloning ? null : `${model} cannot clone a voice from a reference clip.`;
+  const instructionsReason = limits.instructions ? null : `${model} does not take style instructions.`;
 
   return (
     <section aria-labelledby="speak-title" class="view">
@@ -295,6 +293,9 @@ function History({ entries, onReplay, onRemove }: { entries: SpeechResult[]; onR
   );
 }
 
+/** How long the player may take to attach a stream before the file is awaited whole instead. */
+const SOURCE_OPEN_MS = 5000;
+
 /**
  * Feeds an MP3 response into a MediaSource the player plays from as soon as the first chunk is in; resolves with
  * the whole file, which then replaces the stream (a MediaSource cannot be seeked beyond what arrived or saved).
@@ -302,9 +303,16 @@ function History({ entries, onReplay, onRemove }: { entries: SpeechResult[]; onR
 async function playWhileArriving(response: Response, play: (url: string) => void): Promise<Blob> {
   const source = new MediaSource();
   const url = URL.createObjectURL(source);
-  const opened = new Promise((resolve) => source.addEventListener('sourceopen', resolve, { once: true }));
+  const opened = new Promise<boolean>((resolve) => {
+    source.addEventListener('sourceopen', () => resolve(true), { once: true });
+    setTimeout(() => resolve(false), SOURCE_OPEN_MS);
+  });
   play(url);
-  await opened;
+  if (!(await opened)) {
+    // the player never took the stream: wait for the whole file rather than for nothing
+    URL.revokeObjectURL(url);
+    return response.blob();
+  }
   const buffer = source.addSourceBuffer('audio/mpeg');
   const updated = (): Promise<unknown> =>
     buffer.updating ? new Promise((resolve) => buffer.addEventListener('updateend', resolve, { once: true })) : Promise.resolve();
