@@ -100,7 +100,11 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
         port: config.uiPort,
         transport: config.transport,
         logger,
-        pageConfig: (hostHeader) => ({ apiBase: apiBaseFor(config.host, port, hostHeader), maxInputChars: config.maxInputChars }),
+        pageConfig: (hostHeader) => ({
+          apiBase: apiBaseFor(config.host, port, hostHeader),
+          maxInputChars: config.maxInputChars,
+          maxUploadBytes: config.maxUploadMb * 1024 * 1024,
+        }),
       });
     } catch (error) {
       // not half-started: the API's port is released before the failure is reported

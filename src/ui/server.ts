@@ -15,6 +15,8 @@ export interface UiPageConfig {
   apiBase: string;
   /** `--max-input-chars` of that API when this process serves it, else null (unknown). */
   maxInputChars: number | null;
+  /** `--max-upload-mb` of that API in bytes when this process serves it; absent or null when unknown. */
+  maxUploadBytes?: number | null;
 }
 
 export interface UiServerOptions {

@@ -8,6 +8,8 @@
 export interface PageConfig {
   apiBase: string;
   maxInputChars: number | null;
+  /** The API's upload limit in bytes; absent or null when unknown (`voxd ui` against another server). */
+  maxUploadBytes?: number | null;
 }
 
 function readPageConfig(): PageConfig {
@@ -86,6 +88,11 @@ export interface ModelInfo {
 
 /** A readable message for anything thrown. */
 export function describeError(error: unknown): string {
-  if (error instanceof ApiFailure) return error.code && !error.code.startsWith('http_') ? `${error.message} (${error.code})` : error.message;
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The API's error code of a failure, where it adds to the message (not one the page made up). */
+export function errorCode(error: unknown): string | null {
+  if (!(error instanceof ApiFailure) || error.code.startsWith('http_') || error.code === 'server_unreachable') return null;
+  return error.code;
 }

@@ -1,7 +1,7 @@
 /** Pieces every view uses: error notes, the audio player with its waveform, download links, file pickers. */
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { describeError, type ModelInfo } from './api';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { describeError, errorCode, pageConfig, type ModelInfo } from './api';
 import { decodeFirstChannel, drawWaveform } from './waveform';
 
 /**
@@ -9,9 +9,11 @@ import { decodeFirstChannel, drawWaveform } from './waveform';
  * Always rendered, so the live region exists before its text changes.
  */
 export function ErrorNote({ error, id }: { error: unknown; id?: string }) {
+  const code = errorCode(error);
   return (
     <p class="error" role="alert" id={id} hidden={error == null}>
       {error == null ? '' : describeError(error)}
+      {code && <span class="error-code">code: {code}</span>}
     </p>
   );
 }
@@ -25,15 +27,13 @@ export function Status({ children }: { children: ComponentChildren }) {
   );
 }
 
-/** A URL for a blob, revoked when the blob changes or the component goes. */
+/**
+ * A URL for a blob, revoked when the blob changes or the component goes. Made during the render that brings the
+ * blob, so a player can swap from a stream to the finished file without a render in between that has neither.
+ */
 export function useObjectUrl(blob: Blob | null): string | null {
-  const [url, setUrl] = useState<string | null>(null);
-  useEffect(() => {
-    if (!blob) return setUrl(null);
-    const created = URL.createObjectURL(blob);
-    setUrl(created);
-    return () => URL.revokeObjectURL(created);
-  }, [blob]);
+  const url = useMemo(() => (blob ? URL.createObjectURL(blob) : null), [blob]);
+  useEffect(() => () => url !== null && URL.revokeObjectURL(url), [url]);
   return url;
 }
 
@@ -208,10 +208,18 @@ export function FileDrop({ label, accept, onFile, file }: { label: string; accep
 }
 
 export function formatBytes(bytes: number): string {
+  const trim = (value: string): string => value.replace(/\.0+$/, '');
   if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+  if (bytes < 1024 * 1024) return `${trim((bytes / 1024).toFixed(1))} KiB`;
+  if (bytes < 1024 ** 3) return `${trim((bytes / 1024 ** 2).toFixed(1))} MiB`;
+  return `${trim((bytes / 1024 ** 3).toFixed(2))} GiB`;
+}
+
+/** Why the API would refuse this file as too large, before a byte of it is sent; null when it may go. */
+export function uploadRefusal(file: File): Error | null {
+  const limit = pageConfig.maxUploadBytes ?? null;
+  if (limit === null || file.size <= limit) return null;
+  return new Error(`${file.name} is ${formatBytes(file.size)}; this server takes up to ${formatBytes(limit)}`);
 }
 
 /** 83.4 → "1:23.4". */

@@ -4,9 +4,9 @@
  * arrive and its final transcript. server_vad cuts turns by default; manual mode commits on request.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { apiSocketUrl, type ModelInfo } from './api';
+import { ApiFailure, apiSocketUrl, type ModelInfo } from './api';
 import { ErrorNote, ModelPicker, Status, useModelChoice } from './components';
-import { MIC_RULE, openMicrophone, useAudioInputs } from './media';
+import { canCapture, MIC_RULE, openMicrophone, useAudioInputs } from './media';
 import { modelsFor } from './model-list';
 import { drawLiveWave, rmsLevel } from './waveform';
 
@@ -23,14 +23,8 @@ interface Capture {
   frame: number;
 }
 
-/** The error envelope of a realtime `error` event. */
-class RealtimeError extends Error {
-  constructor(message: string, code: string | undefined) {
-    super(code ? `${message} (${code})` : message);
-  }
-}
-
-export function LiveView({ models }: { models: ModelInfo[] }) {
+/** `onRunningChange`: told when a session starts and ends, so the tab can say one runs while another view is shown. */
+export function LiveView({ models, onRunningChange }: { models: ModelInfo[]; onRunningChange: (running: boolean) => void }) {
   const sttModels = useMemo(() => modelsFor('stt', models), [models]);
   const [model, setModel] = useModelChoice(sttModels, 'sphinx');
   const { inputs, refresh: refreshInputs } = useAudioInputs();
@@ -45,6 +39,7 @@ export function LiveView({ models }: { models: ModelInfo[] }) {
   const canvas = useRef<HTMLCanvasElement>(null);
 
   useEffect(() => () => stop(), []);
+  useEffect(() => onRunningChange(state !== 'idle'), [state]);
 
   function stop(): void {
     const current = capture.current;
@@ -83,7 +78,7 @@ export function LiveView({ models }: { models: ModelInfo[] }) {
         setSpeaking(false);
         break;
       case 'error':
-        setError(new RealtimeError(event.error?.message ?? 'realtime error', event.error?.code));
+        setError(new ApiFailure(event.error?.message ?? 'realtime error', event.error?.code ?? 'realtime_error', null));
         break;
     }
   }
@@ -187,7 +182,7 @@ export function LiveView({ models }: { models: ModelInfo[] }) {
           <button type="button" class="secondary" onClick={commit} disabled={state !== 'live'} title="Ends the current turn now">
             Commit turn
           </button>
-          <span class="hint">{MIC_RULE}</span>
+          {!canCapture && <span class="hint">{MIC_RULE}</span>}
         </div>
         <ErrorNote error={error} id="live-error" />
         <div class="meter" aria-hidden={!live}>

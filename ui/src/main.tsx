@@ -54,12 +54,17 @@ function App() {
   const [view, setView] = useState<ViewId>(viewFromHash);
   const health = useHealth();
   const models = useModelList();
+  const [liveRunning, setLiveRunning] = useState(false);
 
   useEffect(() => {
     const follow = (): void => setView(viewFromHash());
     window.addEventListener('hashchange', follow);
     return () => window.removeEventListener('hashchange', follow);
   }, []);
+
+  useEffect(() => {
+    document.title = `${VIEWS.find((entry) => entry.id === view)!.name} · voxd`;
+  }, [view]);
 
   const healthLabel = { checking: 'checking…', ready: 'ready', starting: 'starting', down: 'unreachable' }[health.state];
 
@@ -84,6 +89,11 @@ function App() {
         {VIEWS.map((entry) => (
           <a key={entry.id} href={`#${entry.id}`} class="tab" aria-current={view === entry.id ? 'page' : undefined}>
             {entry.name}
+            {entry.id === 'live' && liveRunning && (
+              <span class="tab-running" title="Live transcription is running">
+                <span class="visually-hidden">(running)</span>
+              </span>
+            )}
           </a>
         ))}
       </nav>
@@ -98,11 +108,22 @@ function App() {
             The server is up but not ready yet: {health.reason}
           </p>
         )}
-        {view === 'speak' && <SpeakView models={models.models} />}
-        {view === 'transcribe' && <TranscribeView models={models.models} />}
-        {view === 'live' && <LiveView models={models.models} />}
-        {view === 'separate' && <SeparateView models={models.models} />}
-        {view === 'models' && <ModelsView list={models} />}
+        {/* every view stays mounted, so what it holds (text, files, results, a live session) outlives a tab switch */}
+        <div id="view-speak" hidden={view !== 'speak'}>
+          <SpeakView models={models.models} apiOnline={health.state === 'ready' || health.state === 'checking'} />
+        </div>
+        <div id="view-transcribe" hidden={view !== 'transcribe'}>
+          <TranscribeView models={models.models} />
+        </div>
+        <div id="view-live" hidden={view !== 'live'}>
+          <LiveView models={models.models} onRunningChange={setLiveRunning} />
+        </div>
+        <div id="view-separate" hidden={view !== 'separate'}>
+          <SeparateView models={models.models} />
+        </div>
+        <div id="view-models" hidden={view !== 'models'}>
+          <ModelsView list={models} />
+        </div>
       </main>
     </>
   );

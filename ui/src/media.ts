@@ -7,13 +7,16 @@ import { useEffect, useRef, useState } from 'preact/hooks';
  */
 export const MIC_RULE = 'Browsers allow microphone capture only on https:// pages or on http://localhost (127.0.0.1).';
 
+/** Whether this page may ask for the microphone at all (whether it is granted is the browser's question). */
+export const canCapture = window.isSecureContext && typeof navigator.mediaDevices?.getUserMedia === 'function';
+
 export class CaptureRefused extends Error {
   override name = 'CaptureRefused';
 }
 
 /** The microphone (a chosen device, or the default), or CaptureRefused saying why and what to do. */
 export async function openMicrophone(deviceId: string | null): Promise<MediaStream> {
-  if (!window.isSecureContext || !navigator.mediaDevices?.getUserMedia) {
+  if (!canCapture) {
     throw new CaptureRefused(`This page (${location.origin}) may not use the microphone. ${MIC_RULE}`);
   }
   try {

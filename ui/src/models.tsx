@@ -44,7 +44,8 @@ export function ModelsView({ list }: { list: ModelList }) {
   }
 
   const busy = pending !== null;
-  const rows = list.models.filter((model) => !model.target);
+  // by ID, so a row stays where it was when its model is loaded or unloaded
+  const rows = list.models.filter((model) => !model.target).sort((a, b) => a.id.localeCompare(b.id));
   const aliases = list.models.filter((model) => model.target);
 
   return (
@@ -83,12 +84,13 @@ export function ModelsView({ list }: { list: ModelList }) {
       <div class="card">
         <div class="card-head">
           <h3>Available and loaded</h3>
+          {/* in the heading's line: an empty status takes no line of its own */}
+          <Status>{pending ? `${pending.action === 'load' ? 'Loading' : 'Unloading'} ${pending.id}… ${elapsed} s` : done}</Status>
           <button type="button" class="secondary small" onClick={() => void list.refresh()}>
             Refresh
           </button>
         </div>
         <ErrorNote error={list.error} />
-        <Status>{pending ? `${pending.action === 'load' ? 'Loading' : 'Unloading'} ${pending.id}… ${elapsed} s` : done}</Status>
         <div class="table-wrap">
           <table class="models">
             <thead>
@@ -156,9 +158,9 @@ function ModelRow({
         <th scope="row" class="model-id">
           {model.id}
         </th>
-        <td>{task ? (TASK_NAMES[task] ?? task) : '—'}</td>
-        <td>{model.engine ?? '—'}</td>
-        <td>
+        <td class="model-task">{task ? (TASK_NAMES[task] ?? task) : '—'}</td>
+        <td class="model-engine">{model.engine ?? '—'}</td>
+        <td class="model-state">
           <span class={`badge ${model.loaded ? 'on' : ''}`}>
             {pending === 'load' ? 'loading…' : pending === 'unload' ? 'unloading…' : model.loaded ? 'loaded' : 'not loaded'}
           </span>
@@ -176,7 +178,7 @@ function ModelRow({
         </td>
       </tr>
       {error != null && (
-        <tr>
+        <tr class="row-error">
           <td colSpan={5}>
             <ErrorNote error={error} />
           </td>

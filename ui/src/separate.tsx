@@ -1,7 +1,7 @@
 /** Separate: one sound out of a mixture through POST /v1/audio/separations; target and residual as WAVs. */
 import { useMemo, useState } from 'preact/hooks';
 import { apiJson, type ModelInfo } from './api';
-import { DownloadLink, ErrorNote, FileDrop, fileStem, ModelPicker, Player, Status, useModelChoice, useObjectUrl } from './components';
+import { DownloadLink, ErrorNote, FileDrop, fileStem, ModelPicker, Player, Status, uploadRefusal, useModelChoice, useObjectUrl } from './components';
 import { modelsFor } from './model-list';
 
 interface Stems {
@@ -24,12 +24,21 @@ export function SeparateView({ models }: { models: ModelInfo[] }) {
   const inputUrl = useObjectUrl(file);
   const targetUrl = useObjectUrl(stems?.target ?? null);
   const residualUrl = useObjectUrl(stems?.residual ?? null);
+  // a file over the API's limit is refused here, not after its upload
+  const refusal = file ? uploadRefusal(file) : null;
+
+  function pick(picked: File): void {
+    setFile(picked);
+    setStems(null);
+    setError(null);
+  }
 
   async function separate(event: Event): Promise<void> {
     event.preventDefault();
-    if (!file) return;
+    if (!file || refusal) return;
     setBusy(true);
     setError(null);
+    setStems(null);
     const body = new FormData();
     body.append('file', file, file.name);
     body.append('model', model);
@@ -53,7 +62,7 @@ export function SeparateView({ models }: { models: ModelInfo[] }) {
     <section aria-labelledby="separate-title" class="view">
       <h2 id="separate-title">Separate</h2>
       <form class="card" onSubmit={separate}>
-        <FileDrop label="Mixture" accept="audio/*,.wav,.mp3,.flac,.m4a,.ogg,.opus" file={file} onFile={setFile} />
+        <FileDrop label="Mixture" accept="audio/*,.wav,.mp3,.flac,.m4a,.ogg,.opus" file={file} onFile={pick} />
         <div class="row">
           <div class="field">
             <label for="separate-model">Model</label>
@@ -77,13 +86,13 @@ export function SeparateView({ models }: { models: ModelInfo[] }) {
           </div>
         </div>
         <div class="actions">
-          <button type="submit" disabled={!file || !model || !description.trim() || busy}>
+          <button type="submit" disabled={!file || refusal !== null || !model || !description.trim() || busy}>
             {busy ? 'Separating…' : 'Separate'}
           </button>
         </div>
-        <ErrorNote error={error} id="separate-error" />
+        <ErrorNote error={refusal ?? error} id="separate-error" />
         <Status>{busy ? 'Separating…' : stems ? `Extracted “${stems.description}”` : ''}</Status>
-        {inputUrl && (
+        {inputUrl && !refusal && (
           <div class="track">
             <h3>Input</h3>
             <Player src={inputUrl} blob={file} label="Input mixture" />

@@ -34,7 +34,8 @@ interface Capabilities {
 }
 const EVERY_CAPABILITY: Capabilities = { cloning: true, instructions: true };
 
-export function SpeakView({ models }: { models: ModelInfo[] }) {
+/** `apiOnline`: the API answers as ready; the voices are asked again each time it comes back. */
+export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnline: boolean }) {
   const ttsModels = useMemo(() => modelsFor('tts', models), [models]);
   const [model, setModel] = useModelChoice(ttsModels, 'tts-1');
   const [voices, setVoices] = useState<Voice[]>([]);
@@ -67,6 +68,7 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
   }, []);
 
   useEffect(() => {
+    // asked again when the API comes back (and failing while it is away, so nothing stale is offered)
     if (!model) return;
     let current = true;
     setVoicesError(null);
@@ -77,14 +79,16 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
         setLimits(answer.capabilities ?? EVERY_CAPABILITY);
         setVoice((chosen) => (answer.data.some((v) => v.id === chosen) ? chosen : (answer.data[0]?.id ?? '')));
       },
-      (failure: unknown) => current && (setVoices([]), setVoicesError(failure)),
+      (failure: unknown) => current && (setVoices([]), setVoice(''), setVoicesError(failure)),
     );
     return () => {
       current = false;
     };
-  }, [model]);
+  }, [model, apiOnline]);
 
   useEffect(() => () => abort.current?.abort(), []);
+
+  const canGenerate = !busy && model !== '' && voice !== '' && !tooLong && text.trim() !== '';
 
   async function generate(event: Event): Promise<void> {
     event.preventDefault();
@@ -94,6 +98,9 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
     setBusy(true);
     setError(null);
     setNote('');
+    // the player must take this generation's stream, not keep the previous result
+    setResult(null);
+    setStreamUrl(null);
     const started = performance.now();
     try {
       const body: Record<string, unknown> = { model, input: text, voice, response_format: format, speed, stream: streaming };
@@ -113,6 +120,7 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
               (d) => d.duration,
               () => null,
             );
+      if (controller.signal.aborted) return;
       setNote(
         `${formatBytes(audio.size)} in ${((performance.now() - started) / 1000).toFixed(1)} s` +
           (duration !== null ? `, ${formatSeconds(duration)} of audio` : '') +
@@ -124,6 +132,14 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
     } finally {
       if (abort.current === controller) setBusy(false);
     }
+  }
+
+  function stop(): void {
+    abort.current?.abort();
+    abort.current = null;
+    setBusy(false);
+    setStreamUrl(null);
+    setNote('Stopped');
   }
 
   async function toggleRecording(): Promise<void> {
@@ -145,7 +161,18 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
       <form class="card" onSubmit={generate}>
         <div class="field">
           <label for="speak-text">Text</label>
-          <textarea id="speak-text" rows={5} value={text} onInput={(e) => setText(e.currentTarget.value)} aria-describedby="speak-count" />
+          <textarea
+            id="speak-text"
+            rows={5}
+            value={text}
+            onInput={(e) => setText(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key !== 'Enter' || !(e.ctrlKey || e.metaKey)) return;
+              e.preventDefault();
+              if (canGenerate) e.currentTarget.form?.requestSubmit();
+            }}
+            aria-describedby="speak-count"
+          />
           <span id="speak-count" class={`hint ${tooLong ? 'over' : ''}`}>
             {text.length.toLocaleString()} {maxChars !== null ? `/ ${maxChars.toLocaleString()} characters (the server's limit)` : 'characters'}
           </span>
@@ -164,7 +191,6 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
                 </option>
               ))}
             </select>
-            <ErrorNote id="speak-voice-error" error={voicesError} />
           </div>
           <div class="field">
             <label for="speak-format">Format</label>
@@ -181,6 +207,7 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
             <input id="speak-speed" type="range" min={0.25} max={4} step={0.05} value={speed} onInput={(e) => setSpeed(Number(e.currentTarget.value))} />
           </div>
         </div>
+        <ErrorNote id="speak-voice-error" error={voicesError} />
         <div class="field checkbox">
           <input
             id="speak-stream"
@@ -230,11 +257,11 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
           </div>
         </details>
         <div class="actions">
-          <button type="submit" disabled={busy || !model || tooLong || text.trim() === ''}>
+          <button type="submit" disabled={!canGenerate} title="Ctrl+Enter in the text">
             {busy ? 'Generating…' : 'Generate'}
           </button>
           {busy && (
-            <button type="button" class="secondary" onClick={() => abort.current?.abort()}>
+            <button type="button" class="secondary" onClick={stop}>
               Stop
             </button>
           )}
@@ -248,7 +275,7 @@ export function SpeakView({ models }: { models: ModelInfo[] }) {
         {tooLong && <p class="hint over">The text is longer than the server accepts ({maxChars} characters).</p>}
         <Status>{busy ? (streamUrl ? 'Playing while the rest is synthesised…' : 'Synthesising…') : note}</Status>
         {(streamUrl || (resultUrl && result?.filename.endsWith('.pcm') === false)) && (
-          <Player src={resultUrl ?? streamUrl} blob={result?.blob ?? null} label="Generated speech" autoPlay />
+          <Player src={streamUrl ?? resultUrl} blob={result?.blob ?? null} label="Generated speech" autoPlay />
         )}
       </form>
       <History
@@ -314,8 +341,10 @@ async function playWhileArriving(response: Response, play: (url: string) => void
     return response.blob();
   }
   const buffer = source.addSourceBuffer('audio/mpeg');
-  const updated = (): Promise<unknown> =>
-    buffer.updating ? new Promise((resolve) => buffer.addEventListener('updateend', resolve, { once: true })) : Promise.resolve();
+  // a loop: an 'updateend' still queued from an append that finished may arrive after the next append began
+  const updated = async (): Promise<void> => {
+    while (buffer.updating) await new Promise((resolve) => buffer.addEventListener('updateend', resolve, { once: true }));
+  };
   const chunks: BlobPart[] = [];
   const reader = response.body!.getReader();
   try {

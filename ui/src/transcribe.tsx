@@ -1,8 +1,9 @@
 /** Transcribe: a file (dropped, picked or recorded) through POST /v1/audio/transcriptions or /translations. */
 import { useMemo, useRef, useState } from 'preact/hooks';
+import { renderTranscript } from '../../src/routes/transcript-formats';
 import { apiFetch, type ModelInfo } from './api';
-import { ErrorNote, FileDrop, fileStem, formatSeconds, ModelPicker, Player, saveBlob, Status, useModelChoice, useObjectUrl } from './components';
-import { extensionOf, MIC_RULE, useRecorder } from './media';
+import { ErrorNote, FileDrop, fileStem, formatSeconds, ModelPicker, Player, saveBlob, Status, uploadRefusal, useModelChoice, useObjectUrl } from './components';
+import { canCapture, extensionOf, MIC_RULE, useRecorder } from './media';
 import { modelsFor } from './model-list';
 
 interface Word {
@@ -10,27 +11,58 @@ interface Word {
   start: number;
   end: number;
 }
+/** A verbose_json segment: the vendor's fields (src/routes/transcript-formats.ts vendorSegment). */
 interface Segment {
   id: number;
   start: number;
   end: number;
   text: string;
+  tokens: number[];
+  temperature: number;
+  avg_logprob: number;
+  compression_ratio: number;
+  no_speech_prob: number;
 }
 interface VerboseTranscript {
+  task: 'transcribe' | 'translate';
   text: string;
   language?: string;
-  duration?: number;
+  duration: number;
   segments?: Segment[];
   words?: Word[];
 }
 
-/** Export buttons: the API renders each format itself (`response_format`); JSON is its verbose form. */
+/**
+ * Export buttons. The page holds the verbose_json answer; the other formats are rendered from it by the server's
+ * own renderer (bundled), so an export neither asks the API again nor formats differently from it.
+ */
 const EXPORTS = [
   { label: '.txt', format: 'text', extension: 'txt', type: 'text/plain' },
   { label: '.srt', format: 'srt', extension: 'srt', type: 'application/x-subrip' },
   { label: '.vtt', format: 'vtt', extension: 'vtt', type: 'text/vtt' },
   { label: '.json', format: 'verbose_json', extension: 'json', type: 'application/json' },
 ] as const;
+
+function exported(format: (typeof EXPORTS)[number]['format'], transcript: VerboseTranscript): string {
+  if (format === 'verbose_json') return JSON.stringify(transcript);
+  const result = {
+    text: transcript.text,
+    language: transcript.language ?? '',
+    duration: transcript.duration,
+    segments: (transcript.segments ?? []).map((segment) => ({
+      id: segment.id,
+      start: segment.start,
+      end: segment.end,
+      text: segment.text,
+      tokens: segment.tokens,
+      temperature: segment.temperature,
+      avgLogprob: segment.avg_logprob,
+      compressionRatio: segment.compression_ratio,
+      noSpeechProb: segment.no_speech_prob,
+    })),
+  };
+  return renderTranscript(format, result, { task: transcript.task, verbose: false, words: false, segments: true }).body;
+}
 
 export function TranscribeView({ models }: { models: ModelInfo[] }) {
   const sttModels = useMemo(() => modelsFor('stt', models), [models]);
@@ -42,39 +74,38 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [transcript, setTranscript] = useState<VerboseTranscript | null>(null);
-  const [exportError, setExportError] = useState<unknown>(null);
-  const [exporting, setExporting] = useState<string | null>(null);
   const recorder = useRecorder();
   const [recordError, setRecordError] = useState<unknown>(null);
   const audio = useRef<HTMLAudioElement | null>(null);
   const fileUrl = useObjectUrl(file);
-  /** The request behind the transcript shown, so exports ask for exactly that one in other formats. */
-  const shown = useRef<{ file: File; model: string; language: string; task: string } | null>(null);
+  /** Names the exported files: the file and model behind the transcript shown. */
+  const shown = useRef<{ file: File; model: string } | null>(null);
+  // a file over the API's limit is refused here, not after its upload
+  const refusal = file ? uploadRefusal(file) : null;
 
-  function form(format: string, request: { file: File; model: string; language: string; task: string }): FormData {
-    const body = new FormData();
-    body.append('file', request.file, request.file.name);
-    body.append('model', request.model);
-    body.append('response_format', format);
-    if (request.language && request.task === 'transcriptions') body.append('language', request.language);
-    if (format === 'verbose_json') {
-      body.append('timestamp_granularities[]', 'segment');
-      if (words) body.append('timestamp_granularities[]', 'word');
-    }
-    return body;
+  function pick(picked: File): void {
+    setFile(picked);
+    setTranscript(null);
+    setError(null);
   }
 
   async function transcribe(event: Event): Promise<void> {
     event.preventDefault();
-    if (!file) return;
+    if (!file || refusal) return;
     setBusy(true);
     setError(null);
-    setExportError(null);
-    const request = { file, model, language: language.trim(), task };
+    setTranscript(null);
+    const body = new FormData();
+    body.append('file', file, file.name);
+    body.append('model', model);
+    body.append('response_format', 'verbose_json');
+    if (language.trim() && task === 'transcriptions') body.append('language', language.trim());
+    body.append('timestamp_granularities[]', 'segment');
+    if (words) body.append('timestamp_granularities[]', 'word');
     try {
-      const response = await apiFetch(`/v1/audio/${task}`, { method: 'POST', body: form('verbose_json', request) });
+      const response = await apiFetch(`/v1/audio/${task}`, { method: 'POST', body });
       setTranscript((await response.json()) as VerboseTranscript);
-      shown.current = request;
+      shown.current = { file, model };
     } catch (failure) {
       setError(failure);
     } finally {
@@ -82,20 +113,10 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
     }
   }
 
-  async function exportAs(choice: (typeof EXPORTS)[number]): Promise<void> {
-    const request = shown.current;
-    if (!request) return;
-    setExporting(choice.label);
-    setExportError(null);
-    try {
-      const response = await apiFetch(`/v1/audio/${request.task}`, { method: 'POST', body: form(choice.format, request) });
-      const stem = fileStem(request.file.name.replace(/\.[^.]+$/, ''), request.model);
-      saveBlob(new Blob([await response.arrayBuffer()], { type: choice.type }), `${stem}.${choice.extension}`);
-    } catch (failure) {
-      setExportError(failure);
-    } finally {
-      setExporting(null);
-    }
+  function exportAs(choice: (typeof EXPORTS)[number]): void {
+    if (!transcript || !shown.current) return;
+    const stem = fileStem(shown.current.file.name.replace(/\.[^.]+$/, ''), shown.current.model);
+    saveBlob(new Blob([exported(choice.format, transcript)], { type: choice.type }), `${stem}.${choice.extension}`);
   }
 
   async function toggleRecording(): Promise<void> {
@@ -103,7 +124,7 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
     try {
       if (!recorder.recording) return await recorder.start(null);
       const recording = await recorder.stop();
-      if (recording) setFile(new File([recording], `recording-${fileStem('mic')}.${extensionOf(recording.type)}`, { type: recording.type }));
+      if (recording) pick(new File([recording], `recording-${fileStem('mic')}.${extensionOf(recording.type)}`, { type: recording.type }));
     } catch (failure) {
       setRecordError(failure);
     }
@@ -121,12 +142,12 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
       <h2 id="transcribe-title">Transcribe</h2>
       <form class="card" onSubmit={transcribe}>
         <div class="row">
-          <FileDrop label="Audio file" accept="audio/*,video/*,.wav,.mp3,.flac,.m4a,.aac,.ogg,.opus,.webm" file={file} onFile={setFile} />
+          <FileDrop label="Audio file" accept="audio/*,video/*,.wav,.mp3,.flac,.m4a,.aac,.ogg,.opus,.webm" file={file} onFile={pick} />
           <div class="field record">
             <button type="button" class={recorder.recording ? 'danger' : 'secondary'} onClick={toggleRecording} aria-pressed={recorder.recording}>
               {recorder.recording ? '■ Stop recording' : '● Record from microphone'}
             </button>
-            <span class="hint">{MIC_RULE}</span>
+            {!canCapture && <span class="hint">{MIC_RULE}</span>}
             <ErrorNote error={recordError} />
           </div>
         </div>
@@ -159,13 +180,13 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
           </div>
         </div>
         <div class="actions">
-          <button type="submit" disabled={!file || !model || busy}>
+          <button type="submit" disabled={!file || refusal !== null || !model || busy}>
             {busy ? 'Transcribing…' : task === 'translations' ? 'Translate' : 'Transcribe'}
           </button>
         </div>
-        <ErrorNote error={error} id="transcribe-error" />
+        <ErrorNote error={refusal ?? error} id="transcribe-error" />
         <Status>{busy ? 'Transcribing…' : transcript ? plural(transcript.segments?.length ?? 0, 'segment') : ''}</Status>
-        {fileUrl && <Player src={fileUrl} blob={file} label="Uploaded audio" audioRef={audio} />}
+        {fileUrl && !refusal && <Player src={fileUrl} blob={file} label="Uploaded audio" audioRef={audio} />}
       </form>
       {transcript && (
         <section class="card" aria-labelledby="transcript-title">
@@ -173,13 +194,12 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
             <h3 id="transcript-title">Transcript{transcript.language ? ` (${transcript.language})` : ''}</h3>
             <div class="actions" role="group" aria-label="Export the transcript">
               {EXPORTS.map((choice) => (
-                <button key={choice.label} type="button" class="secondary small" disabled={exporting !== null} onClick={() => exportAs(choice)}>
-                  {exporting === choice.label ? 'Exporting…' : `Export ${choice.label}`}
+                <button key={choice.label} type="button" class="secondary small" onClick={() => exportAs(choice)}>
+                  Export {choice.label}
                 </button>
               ))}
             </div>
           </div>
-          <ErrorNote error={exportError} />
           {transcript.segments && transcript.segments.length > 0 ? (
             <ol class="segments">
               {transcript.segments.map((segment) => (
