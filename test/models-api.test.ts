@@ -57,6 +57,7 @@ describe('model management API', () => {
 
     const retrieved = await client.models.retrieve(V6);
     assert.equal(retrieved.id, V6);
+    assert.equal((retrieved as unknown as { size_bytes: number }).size_bytes, fs.statSync(SILERO_V6).size, 'the size of its file');
 
     // loading again is a cache hit: no second transfer
     assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V6)}`, { method: 'POST' })).status, 200);

@@ -335,6 +335,9 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.ok(!listed.data.some((model) => model.id === 'spectral'), 'the server unloaded it');
     await row.getByRole('button', { name: 'Load spectral' }).click();
     await badge.filter({ hasText: /^loaded$/ }).waitFor({ timeout: WAIT_MS });
+    // a model with a file shows its size, a built-in one none
+    assert.match(await page.locator(`tr[data-model="${SILERO_V6}"] .model-size`).innerText(), /^\d+(\.\d)? (KiB|MiB)$/);
+    assert.equal(await row.locator('.model-size').innerText(), '—');
 
     await page.locator('#model-id').fill('/nonexistent/model.bin');
     await page.getByRole('button', { name: 'Load', exact: true }).click();

@@ -3,6 +3,7 @@
  * downloads from the hub, picks the engine from the file content, loads lazily with one load per model under
  * concurrency, hands out leases so a model in use is never freed, and bounds resident models (LRU, idle TTL).
  */
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError } from '../http/errors.js';
 import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel } from '../engines/types.js';
@@ -28,6 +29,8 @@ export interface ModelInfo {
   target?: string;
   /** For a loaded separator: the sounds it extracts (canonical names a `description` may use). */
   targets?: string[];
+  /** For a loaded model with files: their size on disk, in bytes (built-in models have none). */
+  size_bytes?: number;
 }
 
 export interface ModelLease<M extends LoadedModel = LoadedModel> {
@@ -72,6 +75,8 @@ interface Entry {
   retired: boolean;
   /** Position in load order (see `latestLoaded`). */
   loadOrder: number;
+  /** Size of the model's files on disk; null for a built-in model. */
+  bytes: number | null;
 }
 
 const MODEL_FILE = /\.(bin|gguf)$/i;
@@ -228,10 +233,12 @@ export class ModelRegistry {
         pinned: false,
         retired: false,
         loadOrder: 0,
+        bytes: null,
       };
       created.loading = this.loadModel(id).then(
-        (model) => {
+        ({ model, bytes }) => {
           created.model = model;
+          created.bytes = bytes;
           created.created = Math.floor(Date.now() / 1000);
           created.loadOrder = ++this.loads;
           this.options.metrics.modelLoads.inc({ outcome: 'ok' });
@@ -255,9 +262,9 @@ export class ModelRegistry {
     return Object.hasOwn(this.options.builtins ?? {}, id) ? this.options.builtins?.[id] : undefined;
   }
 
-  private async loadModel(id: string): Promise<LoadedModel> {
+  private async loadModel(id: string): Promise<{ model: LoadedModel; bytes: number | null }> {
     const builtin = this.builtin(id);
-    if (builtin) return builtin.load(id);
+    if (builtin) return { model: await builtin.load(id), bytes: null };
     const started = performance.now();
     const resolved = await this.locate(id);
     const engine = await this.engineFor(resolved.path, id);
@@ -272,7 +279,8 @@ export class ModelRegistry {
       });
     }
     this.options.logger.info({ model: id, engine: engine.name, ms: Math.round(performance.now() - started) }, 'model loaded');
-    return model;
+    const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
+    return { model, bytes: weights + projector };
   }
 
   /** Local files as they are; hub IDs downloaded into the hub cache (or built by a fallback when the hub is out of reach). */
@@ -386,6 +394,7 @@ export class ModelRegistry {
     const { model } = entry;
     const info: ModelInfo = { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: model?.task, engine: model?.engine };
     if (model?.task === 'separation') info.targets = (model as SeparatorModel).targets.map((t) => t.name);
+    if (entry.bytes !== null) info.size_bytes = entry.bytes;
     return info;
   }
 
@@ -419,4 +428,13 @@ function hubErrorToApi(id: string, error: unknown): unknown {
     default:
       return new ApiError('model_download_failed', `downloading model ${id} failed: ${error.message}`, { param: 'model', cause: error });
   }
+}
+
+/** Bytes on disk of a model file, or of every file below a model directory. */
+async function diskBytes(file: string): Promise<number> {
+  const stat = await fsp.stat(file);
+  if (!stat.isDirectory()) return stat.size;
+  const entries = await fsp.readdir(file, { withFileTypes: true });
+  const sizes = await Promise.all(entries.map((entry) => diskBytes(path.join(file, entry.name))));
+  return sizes.reduce((sum, size) => sum + size, 0);
 }

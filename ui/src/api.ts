@@ -84,6 +84,8 @@ export interface ModelInfo {
   target?: string;
   /** For a loaded separator: the sounds it extracts. */
   targets?: string[];
+  /** For a loaded model with files: their size on disk. */
+  size_bytes?: number;
 }
 
 /** A readable message for anything thrown. */

@@ -1,7 +1,7 @@
 /** Models: what the server can load and what it holds, load and unload (POST/DELETE /v1/models). */
 import { useEffect, useState } from 'preact/hooks';
 import { apiFetch, type ModelInfo } from './api';
-import { ErrorNote, Status } from './components';
+import { ErrorNote, formatBytes, Status } from './components';
 import { taskOf, type ModelList } from './model-list';
 
 const TASK_NAMES: Record<string, string> = { stt: 'speech to text', tts: 'text to speech', vad: 'voice activity', separation: 'separation' };
@@ -98,6 +98,7 @@ export function ModelsView({ list }: { list: ModelList }) {
                 <th scope="col">Model</th>
                 <th scope="col">Task</th>
                 <th scope="col">Engine</th>
+                <th scope="col">Size</th>
                 <th scope="col">State</th>
                 <th scope="col">
                   <span class="visually-hidden">Actions</span>
@@ -160,6 +161,9 @@ function ModelRow({
         </th>
         <td class="model-task">{task ? (TASK_NAMES[task] ?? task) : '—'}</td>
         <td class="model-engine">{model.engine ?? '—'}</td>
+        <td class={model.size_bytes === undefined ? 'model-size none' : 'model-size'}>
+          {model.size_bytes === undefined ? '—' : formatBytes(model.size_bytes)}
+        </td>
         <td class="model-state">
           <span class={`badge ${model.loaded ? 'on' : ''}`}>
             {pending === 'load' ? 'loading…' : pending === 'unload' ? 'unloading…' : model.loaded ? 'loaded' : 'not loaded'}
@@ -179,7 +183,7 @@ function ModelRow({
       </tr>
       {error != null && (
         <tr class="row-error">
-          <td colSpan={5}>
+          <td colSpan={6}>
             <ErrorNote error={error} />
           </td>
         </tr>
