@@ -10,6 +10,7 @@ import { ensureSystemDeps, TEST_DEPS } from './system-deps.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const step = (message) => console.log(`[voxd test] ${message}`);
+const started = Date.now();
 
 step('compiling TypeScript');
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
@@ -71,5 +72,7 @@ if (secondPass.length > 0) runs.push(run('transport node', secondPass, { ...proc
 else if (autoTransport !== 'uws') step('no second transport pass: uWebSockets.js does not load here, node:http served every suite');
 else step('no second transport pass: none of these files is an HTTP or WebSocket suite');
 const total = (key) => runs.reduce((sum, r) => sum + r[key], 0);
+const seconds = Math.round((Date.now() - started) / 1000);
+step(`wall time ${Math.floor(seconds / 60)} min ${seconds % 60} s`);
 console.log(`${total('pass')} passed, ${total('fail')} failed, ${total('skipped')} skipped`);
 process.exit(runs.every((r) => r.ok) ? 0 : 1);
