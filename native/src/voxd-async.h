@@ -53,6 +53,38 @@ private:
     voxd_abort_ptr m_flag = std::make_shared<std::atomic<bool>>(false);
 };
 
+// Native memory that a JS object keeps alive (a model's weights), reported to V8 so that its garbage collector weighs
+// the object by it: added by set(), taken back once by reset(), by the next set() or when the object is collected.
+// JS thread only.
+class voxd_external_memory {
+public:
+    voxd_external_memory()                                         = default;
+    voxd_external_memory(const voxd_external_memory &)             = delete;
+    voxd_external_memory & operator=(const voxd_external_memory &) = delete;
+    ~voxd_external_memory() { reset(); }
+
+    void set(Napi::Env env, int64_t bytes) {
+        reset();
+        m_env   = env;
+        m_bytes = bytes;
+        Napi::MemoryManagement::AdjustExternalMemory(env, bytes);
+    }
+    void reset() {
+        if (m_env && m_bytes) {
+            Napi::MemoryManagement::AdjustExternalMemory(Napi::Env(m_env), -m_bytes);
+        }
+        m_env   = nullptr;
+        m_bytes = 0;
+    }
+
+private:
+    napi_env m_env  = nullptr; // borrowed: the environment outlives its objects
+    int64_t m_bytes = 0;
+};
+
+// Size of a file in bytes; 0 when it cannot be read (the memory report is then only smaller).
+int64_t voxd_file_bytes(const std::string & path);
+
 // Throws voxd_error("aborted") when the flag is set; engines call it between units of work.
 inline void voxd_check_abort(const voxd_abort_ptr & flag) {
     if (flag && flag->load(std::memory_order_relaxed)) {

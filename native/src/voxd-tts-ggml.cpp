@@ -427,9 +427,10 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
     using loaded_t = std::shared_ptr<voxd_tts_ggml_data>;
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.tts_ggml.load", [opt]() { return load_model(opt); },
-        [](Napi::Env env, loaded_t & data) -> Napi::Value {
+        [opt](Napi::Env env, loaded_t & data) -> Napi::Value {
             Napi::Object obj    = voxd_class(env, "TtsGgmlModel").New({});
             Unwrap(obj)->m_data = data;
+            Unwrap(obj)->m_memory.set(env, (int64_t) llama_model_size(data->model.get()) + voxd_file_bytes(opt.mmproj));
             return obj;
         });
 }
@@ -481,6 +482,7 @@ Napi::Value voxd_tts_ggml_model::create_batch(const Napi::CallbackInfo & info) {
 
 Napi::Value voxd_tts_ggml_model::release(const Napi::CallbackInfo & info) {
     m_data.reset(); // syntheses in flight keep their own reference and finish first
+    m_memory.reset();
     return info.Env().Undefined();
 }
 

@@ -82,6 +82,7 @@ private:
     std::shared_ptr<voxd_tts_ggml_data> loaded(Napi::Env env) const; // throws "closed" after release()
 
     std::shared_ptr<voxd_tts_ggml_data> m_data;
+    voxd_external_memory m_memory; // the backbone and mmproj weights, reported to V8 while this object holds them
 };
 
 // JS: `batch.add(request) -> slot` (throws `invalid_argument`, or `batch_full` when the model has no free

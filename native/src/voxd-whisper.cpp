@@ -691,6 +691,7 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
         [](Napi::Env env, loaded_t & data) -> Napi::Value {
             Napi::Object obj     = voxd_class(env, "WhisperModel").New({});
             Unwrap(obj)->m_model = data;
+            Unwrap(obj)->m_memory.set(env, voxd_file_bytes(data->path)); // whisper.cpp reads every weight into memory
             return obj;
         });
 }
@@ -756,6 +757,7 @@ Napi::Value voxd_whisper_model::transcribe(const Napi::CallbackInfo & info) {
 
 Napi::Value voxd_whisper_model::release(const Napi::CallbackInfo & info) {
     m_model.reset(); // workers in flight hold their own reference; the last one frees the weights
+    m_memory.reset();
     return info.Env().Undefined();
 }
 

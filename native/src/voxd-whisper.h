@@ -52,6 +52,7 @@ private:
     std::shared_ptr<voxd_whisper_model_data> loaded(Napi::Env env) const; // throws "closed" after release()
 
     std::shared_ptr<voxd_whisper_model_data> m_model;
+    voxd_external_memory m_memory; // the weights, reported to V8 while this object holds them
 };
 
 // Exports WhisperModel.
