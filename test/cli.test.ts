@@ -1,5 +1,5 @@
 /**
- * The `voxd` command line, run as a real process: flag validation, help vs README, flag/env precedence, log files,
+ * The `voxd` command line, run as a real process: flag validation, help vs docs/configuration.md, flag/env precedence, log files,
  * graceful shutdown, a broken addon, --preload and /readyz, --reload. Each server gets its own port, log dir and
  * caches, and an unreachable hub (or a hub double); every wait has a deadline and every process is killed afterwards.
  */
@@ -16,6 +16,20 @@ import { cliEnv, freePort, groupAlive, pollUntil, portIsFree, runCli, spawnCli, 
 
 const STACK_LINE = /^\s+at /m;
 const TEST_TIMEOUT = 30_000;
+
+/** The flags in the first column of the table rows in the markdown section under the line `heading` (up to the next `## `). */
+function flagsOfTable(markdown: string, heading: string): Set<string> {
+  const all = markdown.split('\n');
+  const start = all.indexOf(heading);
+  assert.ok(start >= 0, `no section ${heading}`);
+  const end = all.findIndex((line, i) => i > start && line.startsWith('## '));
+  return new Set(
+    all
+      .slice(start + 1, end < 0 ? undefined : end)
+      .filter((line) => line.startsWith('| `--'))
+      .map((line) => /^\| `(--[a-z][a-z0-9-]*)/.exec(line)![1]!),
+  );
+}
 
 /** Non-empty lines of a process output. */
 function lines(text: string): string[] {
@@ -100,34 +114,32 @@ describe('voxd command line', { timeout: 120_000 }, () => {
     assert.doesNotMatch(overridden.stderr, /VOXD_TTS_MAX_BATCH_SIZE|--tts-max-batch-size/);
   });
 
-  it('documents every flag of `serve --help` in the README table, and the other way round', { timeout: TEST_TIMEOUT }, async (t) => {
+  it('documents every flag of `serve --help` and `ui --help` in docs/configuration.md, and the other way round', { timeout: TEST_TIMEOUT }, async (t) => {
     const scratch = await tempDir(t, 'voxd-cli-help-');
-    const result = await runCli(t, ['serve', '--help'], cliEnv(scratch));
-    assert.equal(result.code, 0, result.stderr);
-    const helpFlags = new Set(
-      lines(result.stdout)
-        .map((line) => /^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)/.exec(line)?.[1])
-        .filter((flag): flag is string => flag !== undefined && flag !== '--help'),
-    );
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const readmeFlags = new Set(
-      readme
-        .split('\n')
-        .filter((line) => line.startsWith('| `--'))
-        .map((line) => /^\| `(--[a-z][a-z0-9-]*)/.exec(line)![1]!),
-    );
-    assert.ok(helpFlags.size >= 20, `parsed the help: ${[...helpFlags].join(' ')}`);
-    assert.ok(readmeFlags.size >= 20, `parsed the README table: ${[...readmeFlags].join(' ')}`);
-    assert.deepEqual(
-      [...readmeFlags].filter((flag) => !helpFlags.has(flag)),
-      [],
-      'README flags missing from --help',
-    );
-    assert.deepEqual(
-      [...helpFlags].filter((flag) => !readmeFlags.has(flag)),
-      [],
-      'help flags missing from the README table',
-    );
+    const doc = fs.readFileSync(path.join(ROOT, 'docs', 'configuration.md'), 'utf8');
+    for (const command of ['serve', 'ui']) {
+      const result = await runCli(t, [command, '--help'], cliEnv(scratch));
+      assert.equal(result.code, 0, result.stderr);
+      const helpFlags = new Set(
+        lines(result.stdout)
+          .map((line) => /^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)/.exec(line)?.[1])
+          .filter((flag): flag is string => flag !== undefined && flag !== '--help'),
+      );
+      const docFlags = flagsOfTable(doc, `## \`voxd ${command}\` flags`);
+      const least = command === 'serve' ? 20 : 5;
+      assert.ok(helpFlags.size >= least, `parsed the ${command} help: ${[...helpFlags].join(' ')}`);
+      assert.ok(docFlags.size >= least, `parsed the ${command} table of docs/configuration.md: ${[...docFlags].join(' ')}`);
+      assert.deepEqual(
+        [...docFlags].filter((flag) => !helpFlags.has(flag)),
+        [],
+        `docs/configuration.md ${command} flags missing from --help`,
+      );
+      assert.deepEqual(
+        [...helpFlags].filter((flag) => !docFlags.has(flag)),
+        [],
+        `${command} help flags missing from the table of docs/configuration.md`,
+      );
+    }
   });
 
   it('takes CORS origins from VOXD_ALLOWED_ORIGINS unless --allowed-origins is given', { timeout: TEST_TIMEOUT }, async (t) => {

@@ -51,7 +51,7 @@ const SESSION_MS = 30_000;
 const SESSION_RELEASE_MS = 10_000;
 const PROBE_ID = 'voxd-fuzz-probe';
 /**
- * The errors that may end a /v1/realtime session (README): no model, a model that cannot stream, an unknown model
+ * The errors that may end a /v1/realtime session (docs/api.md): no model, a model that cannot stream, an unknown model
  * (or one on the hub, which is out of reach here), an unsupported language.
  */
 const FATAL_CODES = ['model_not_set', 'model_not_streaming', 'model_not_found', 'invalid_model', 'model_download_failed', 'invalid_request'];
