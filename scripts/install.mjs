@@ -27,7 +27,11 @@ function readLocalBuildKey() {
   }
 }
 
-/** Step 1: the binary node-gyp-build would load, if it is current and loads. */
+/**
+ * Step 1: the binary node-gyp-build would load, if it is current and loads.
+ * @param {import('./build-native.mjs').BuildFlags} flags
+ * @param {boolean} fromSource
+ */
 function existingBinaryLoads(flags, fromSource) {
   let found;
   try {
@@ -49,7 +53,10 @@ function existingBinaryLoads(flags, fromSource) {
   return true;
 }
 
-/** Step 2: a build with this key made earlier on this machine (any clone). */
+/**
+ * Step 2: a build with this key made earlier on this machine (any clone).
+ * @param {string} key
+ */
 function installFromCache(key) {
   const entry = path.join(ADDON_CACHE, key);
   const cached = path.join(entry, 'voxd.node');
@@ -69,6 +76,10 @@ function installFromCache(key) {
   return true;
 }
 
+/**
+ * @param {string} file
+ * @param {string} key
+ */
 function storeInCache(file, key) {
   const entry = path.join(ADDON_CACHE, key);
   replaceFile(file, path.join(entry, 'voxd.node'));
@@ -92,7 +103,7 @@ async function main() {
     fetchSources();
   } catch (error) {
     throw new InstallError(
-      `could not fetch the engine sources (${String(error.message).split('\n')[0]}). Fix: this step needs the npm registry once ` +
+      `could not fetch the engine sources (${String(/** @type {Error} */ (error).message).split('\n')[0]}). Fix: this step needs the npm registry once ` +
         `(the tarballs are then kept in ${path.join(cacheDir, 'packs')}); fix the error above, then run \`npm install\` again.`,
     );
   }
@@ -114,7 +125,7 @@ async function main() {
   try {
     storeInCache(file, key);
   } catch (error) {
-    log(`could not store the build in ${ADDON_CACHE} (${error.message}); the next clean clone will build again`);
+    log(`could not store the build in ${ADDON_CACHE} (${/** @type {Error} */ (error).message}); the next clean clone will build again`);
   }
   log(`native addon ready: ${relative(file)} (built in ${formatDuration(elapsedMs)}, cache key ${key})`);
 }

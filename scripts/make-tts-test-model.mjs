@@ -119,15 +119,25 @@ const TOKEN_NORMAL = 1;
 const TOKEN_UNKNOWN = 2;
 const TOKEN_CONTROL = 3;
 
+/** @typedef {[type: number, ...value: any[]]} MetadataValue [gguf type, value], or [GGUF.arr, element type, values] */
+
 /** Metadata values: [gguf type, value] (arrays: [GGUF.arr, element type, values]). */
 const kv = {
+  /** @type {(v: number) => MetadataValue} */
   u32: (v) => [GGUF.u32, v],
+  /** @type {(v: number) => MetadataValue} */
   i32: (v) => [GGUF.i32, v],
+  /** @type {(v: number) => MetadataValue} */
   f32: (v) => [GGUF.f32, v],
+  /** @type {(v: boolean) => MetadataValue} */
   bool: (v) => [GGUF.bool, v],
+  /** @type {(v: string) => MetadataValue} */
   str: (v) => [GGUF.str, v],
+  /** @type {(v: string[]) => MetadataValue} */
   strs: (v) => [GGUF.arr, GGUF.str, v],
+  /** @type {(v: number[]) => MetadataValue} */
   f32s: (v) => [GGUF.arr, GGUF.f32, v],
+  /** @type {(v: number[]) => MetadataValue} */
   i32s: (v) => [GGUF.arr, GGUF.i32, v],
 };
 
@@ -137,6 +147,7 @@ class ByteWriter {
     this.buf = Buffer.alloc(1 << 16);
     this.length = 0;
   }
+  /** @param {number} n */
   reserve(n) {
     if (this.length + n <= this.buf.length) return;
     let size = this.buf.length * 2;
@@ -145,35 +156,47 @@ class ByteWriter {
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
-  /** Appends `size` bytes that `write(at)` puts at offset `at`. */
+  /**
+   * Appends `size` bytes that `write(at)` puts at offset `at`.
+   * @param {number} size
+   * @param {(at: number) => void} write
+   */
   put(size, write) {
     this.reserve(size);
     write(this.length);
     this.length += size;
   }
+  /** @param {number} v */
   u8(v) {
     this.put(1, (at) => this.buf.writeUInt8(v, at));
   }
+  /** @param {number} v */
   i8(v) {
     this.put(1, (at) => this.buf.writeInt8(v, at));
   }
+  /** @param {number} v */
   u32(v) {
     this.put(4, (at) => this.buf.writeUInt32LE(v, at));
   }
+  /** @param {number} v */
   i32(v) {
     this.put(4, (at) => this.buf.writeInt32LE(v, at));
   }
+  /** @param {number} v */
   u64(v) {
     this.put(8, (at) => this.buf.writeBigUInt64LE(BigInt(v), at));
   }
+  /** @param {number} v */
   f32(v) {
     this.put(4, (at) => this.buf.writeFloatLE(v, at));
   }
+  /** @param {string} s */
   str(s) {
     const bytes = Buffer.from(s, 'utf8');
     this.u64(bytes.length);
     this.put(bytes.length, (at) => bytes.copy(this.buf, at));
   }
+  /** @param {number} alignment */
   pad(alignment) {
     const n = (alignment - (this.length % alignment)) % alignment;
     this.put(n, (at) => this.buf.fill(0, at, at + n));
@@ -183,7 +206,12 @@ class ByteWriter {
   }
 }
 
-/** The general.* keys every file starts with, in the converter's order. */
+/**
+ * The general.* keys every file starts with, in the converter's order.
+ * @param {string} architecture
+ * @param {string} type
+ * @param {string} name
+ */
 function generalKeys(architecture, type, name) {
   return {
     'general.architecture': kv.str(architecture),
@@ -195,6 +223,11 @@ function generalKeys(architecture, type, name) {
     'general.alignment': kv.u32(ALIGNMENT),
   };
 }
+/**
+ * @param {ByteWriter} w
+ * @param {number} type a GGUF value type
+ * @param {any} value a value of that type
+ */
 function writeValue(w, type, value) {
   switch (type) {
     case GGUF.u8:
@@ -218,12 +251,17 @@ function writeValue(w, type, value) {
   }
 }
 
+/** @param {number} type */
 function elementSize(type) {
   if (type === GGML_F32) return 4;
   if (type === GGML_F16) return 2;
   throw new Error(`unsupported ggml type ${type}`);
 }
 
+/**
+ * @param {number} n
+ * @param {number} alignment
+ */
 function alignUp(n, alignment) {
   return Math.ceil(n / alignment) * alignment;
 }
@@ -232,6 +270,10 @@ function alignUp(n, alignment) {
  * Writes one GGUF file: header (magic, version, counts), metadata, tensor infos (name, dims innermost first,
  * type, offset into the data section), padding to the alignment, then each tensor's data padded likewise.
  * `data(tensor)` returns a Float32Array or Uint16Array (f16 bits) of the tensor's elements.
+ * @param {string} file
+ * @param {Record<string, MetadataValue>} metadata
+ * @param {Tensor[]} tensors
+ * @param {(tensor: Tensor) => Float32Array | Uint16Array} data
  */
 function writeGguf(file, metadata, tensors, data) {
   const w = new ByteWriter();
@@ -282,7 +324,10 @@ function writeGguf(file, metadata, tensors, data) {
 
 // ---- deterministic weights ----
 
-/** 32-bit string hash (multiply-xorshift per character, then a finalizer). */
+/**
+ * 32-bit string hash (multiply-xorshift per character, then a finalizer).
+ * @param {string} text
+ */
 function hashString(text) {
   let h = 0x2545f491;
   for (let i = 0; i < text.length; i++) {
@@ -294,14 +339,20 @@ function hashString(text) {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-/** A 32-bit mixing function (xorshift-multiply, "lowbias32"). */
+/**
+ * A 32-bit mixing function (xorshift-multiply, "lowbias32").
+ * @param {number} z
+ */
 function lowbias32(z) {
   z = Math.imul(z ^ (z >>> 16), 0x7feb352d);
   z = Math.imul(z ^ (z >>> 15), 0x846ca68b);
   return (z ^ (z >>> 16)) >>> 0;
 }
 
-/** Counter-based generator: a Weyl sequence through a 32-bit mixing function; one stream per tensor. */
+/**
+ * Counter-based generator: a Weyl sequence through a 32-bit mixing function; one stream per tensor.
+ * @param {number} seed
+ */
 function randomStream(seed) {
   return weylStream(seed, 0x6a09e667, lowbias32);
 }
@@ -309,6 +360,7 @@ function randomStream(seed) {
 // Approximately normal numbers as the centred sum of four 16-bit uniforms (two draws), scaled to unit variance:
 // integer arithmetic only, so the bytes do not depend on the platform's Math library, and bounded by 3.46.
 const IRWIN_HALL_SCALE = Math.sqrt(3) / 65536;
+/** @param {number} seed */
 function normalStream(seed) {
   const next = randomStream(seed);
   return () => {
@@ -318,9 +370,18 @@ function normalStream(seed) {
   };
 }
 
+/** @typedef {{ std: number } | { fill: number } | { values: (i: number) => number }} TensorInit */
+/** @typedef {{ name: string, ne: number[], type: number, init: TensorInit }} Tensor */
+/** @typedef {{ metadata: Record<string, MetadataValue>, tensors: Tensor[] }} GgufFile what writeGguf writes */
+
 /**
  * A tensor: name, ne (ggml order: innermost dimension first), type, and how to fill it:
  * { std } normal values, { fill } a constant, { values: (i) => number } computed per element.
+ * @param {string} name
+ * @param {number[]} ne
+ * @param {TensorInit} init
+ * @param {number} [type]
+ * @returns {Tensor}
  */
 function tensor(name, ne, init, type = ne.length > 1 ? GGML_F16 : GGML_F32) {
   return { name, ne, type, init };
@@ -328,11 +389,16 @@ function tensor(name, ne, init, type = ne.length > 1 ? GGML_F16 : GGML_F32) {
 const gain = (value = 1) => ({ fill: value });
 const zeros = () => ({ fill: 0 });
 /** N(0, scale^2 / fanIn): keeps the activation scale through a random layer. */
-const fanIn = (n, scale = 1) => ({ std: scale / Math.sqrt(n) });
+const fanIn = (/** @type {number} */ n, scale = 1) => ({ std: scale / Math.sqrt(n) });
 
+/**
+ * @param {Tensor} t
+ * @param {number} seed
+ */
 function tensorData(t, seed) {
   const n = nElements(t.ne);
   const out = t.type === GGML_F16 ? new Uint16Array(n) : new Float32Array(n);
+  /** @type {(i: number, v: number) => number} */
   const put = t.type === GGML_F16 ? (i, v) => (out[i] = halfBits(v)) : (i, v) => (out[i] = v);
   const { init } = t;
   if ('fill' in init) {
@@ -363,8 +429,10 @@ const CHARS = `${LETTERS}${LETTERS.toUpperCase()}0123456789.,!?;:'"-()`;
  * Pieces with unigram log-probabilities: <unk>, <s>, </s>, the bare space piece (so punctuation after a space
  * tokenizes as [space, mark], which the Pocket TTS helper relies on), single characters, whole words with a
  * leading space, then (to reach `size`) two- and three-letter pieces. No piece joins a space and punctuation.
+ * @param {number} size
  */
 function sentencePieces(size) {
+  /** @type {[piece: string, score: number, type: number][]} */
   const pieces = [
     ['<unk>', 0, TOKEN_UNKNOWN],
     ['<s>', 0, TOKEN_CONTROL],
@@ -429,12 +497,17 @@ const POCKET_SIZES = {
     mimiLayer: 2,
   },
 };
+/** @typedef {typeof POCKET_SIZES.tiny} PocketDims */
 const POCKET_LATENT = 32;
 const POCKET_RATIOS = [4, 5, 6]; // encoder order; the decoder walks them backwards
 const POCKET_DOWNSAMPLE = 16;
 const POCKET_EOS_BIAS = -30; // the helper's threshold is -4: never fires
 const POCKET_OUT_GAIN = 0.25; // last decoder conv: output around 0.1-0.3 RMS
 
+/**
+ * @param {PocketDims} d
+ * @param {string} name
+ */
 function pocketBackbone(d, name) {
   const pieces = sentencePieces(d.vocab);
   const extra = ['<|pad|>', '<|bos_before_voice|>', '<|audio_bos|>'];
@@ -493,7 +566,11 @@ function pocketBackbone(d, name) {
   return { metadata, tensors };
 }
 
-/** mimi's transformer block (pre-norm, layer scale on both residuals), under `prefix`. */
+/**
+ * mimi's transformer block (pre-norm, layer scale on both residuals), under `prefix`.
+ * @param {string} prefix
+ * @param {PocketDims} d
+ */
 function mimiLayers(prefix, d) {
   const m = d.mimiEmbd;
   const out = [];
@@ -517,11 +594,21 @@ function mimiLayers(prefix, d) {
   return out;
 }
 
-/** A conv: kernel [K, IC, OC] (f16, as ggml_conv_1d needs) and bias [OC]. */
+/**
+ * A conv: kernel [K, IC, OC] (f16, as ggml_conv_1d needs) and bias [OC].
+ * @param {string} name
+ * @param {number} k
+ * @param {number} ic
+ * @param {number} oc
+ */
 function conv(name, k, ic, oc, scale = 1) {
   return [tensor(`${name}.weight`, [k, ic, oc], fanIn(k * ic, scale)), tensor(`${name}.bias`, [oc], zeros())];
 }
 
+/**
+ * @param {PocketDims} d
+ * @param {string} name
+ */
 function pocketMmproj(d, name) {
   const e = d.embd;
   const m = d.mimiEmbd;
@@ -532,7 +619,7 @@ function pocketMmproj(d, name) {
     ...generalKeys('clip', 'mmproj', name),
     'clip.has_vision_encoder': kv.bool(false),
   };
-  const section = (prefix, projector) => ({
+  const section = (/** @type {string} */ prefix, /** @type {string} */ projector) => ({
     [`clip.${prefix}.projector_type`]: kv.str(projector),
     [`clip.${prefix}.projection_dim`]: kv.u32(e),
     [`clip.${prefix}.embedding_length`]: kv.u32(m),
@@ -569,6 +656,7 @@ function pocketMmproj(d, name) {
   );
 
   // generator: flow net
+  /** @type {(n: string, inDim: number, outDim: number, scale?: number) => Tensor[]} */
   const linear = (n, inDim, outDim, scale = 1) => [tensor(`${n}.weight`, [inDim, outDim], fanIn(inDim, scale)), tensor(`${n}.bias`, [outDim], zeros())];
   tensors.push(...linear('a.gen.flow.input_proj', POCKET_LATENT, h), ...linear('a.gen.flow.cond_embd', e, h));
   for (let i = 0; i < 2; i++) {
@@ -646,6 +734,7 @@ function byteAlphabet() {
  * BPE never strands a symbol outside the vocabulary). "assistant" goes first, so its merges rank highest and
  * the chat wrap's role line is three tokens, as the helper's slicing assumes; the other words carry a leading
  * space ("Ġ"). Unreachable fillers (letter runs without merges) pad the list to `size`.
+ * @param {number} size
  */
 function bpeTokens(size) {
   const alphabet = byteAlphabet();
@@ -748,6 +837,7 @@ const QWEN_SIZES = {
     wavDac: 1536,
   },
 };
+/** @typedef {typeof QWEN_SIZES.tiny} QwenDims */
 const QWEN_CODEC_VOCAB = 3072; // the talker's codec rows; llama.cpp hardcodes its output head to this size
 const QWEN_CODEBOOK = 2048; // entries per RVQ codebook: codec_0 .. codec_2047 are the backbone's codebook-0 codes
 const QWEN_CODEBOOKS = 16; // codebook 0 from the backbone, 1..15 from the code predictor
@@ -764,8 +854,10 @@ const QWEN_OUT_GAIN = 0.03; // last DAC conv: output around 0.1-0.3 RMS
 // (<|endoftext|> 151643, <|im_start|> 151644, <|im_end|> 151645, <tts_pad> 151671, <tts_text_bos> 151672,
 // <tts_text_eod> 151673); the helper looks the ones named here up by text, the rest are reserved rows.
 const QWEN_ADDED_TOKENS = 293;
+/** @type {Record<number, string>} */
 const QWEN_ADDED = { 0: '<|endoftext|>', 1: '<|im_start|>', 2: '<|im_end|>', 28: '<tts_pad>', 29: '<tts_text_bos>', 30: '<tts_text_eod>' };
 // the talker config's named codec ids (the converter names row i <|codec_i|> unless a *_id key names it)
+/** @type {Record<number, string>} */
 const QWEN_CODEC_NAMES = {
   2148: 'codec_pad',
   2149: 'codec_bos',
@@ -787,6 +879,10 @@ const QWEN_CODEC_NAMES = {
 };
 const QWEN_CODEC_EOS = 2150;
 
+/**
+ * @param {QwenDims} d
+ * @param {string} name
+ */
 function qwenBackbone(d, name) {
   const { tokens: ordinary, merges } = bpeTokens(d.textVocab - QWEN_ADDED_TOKENS);
   const added = Array.from({ length: QWEN_ADDED_TOKENS }, (_, k) => QWEN_ADDED[k] ?? `<|reserved_${k}|>`);
@@ -859,7 +955,16 @@ function qwenBackbone(d, name) {
   return { metadata, tensors };
 }
 
-/** A pre-norm transformer block with SwiGLU under `prefix` (the code predictor's and code2wav's layout). */
+/**
+ * A pre-norm transformer block with SwiGLU under `prefix` (the code predictor's and code2wav's layout).
+ * @param {string} prefix
+ * @param {number} dim
+ * @param {number} heads
+ * @param {number} headsKv
+ * @param {number} headDim
+ * @param {number} ff
+ * @param {{ qkNorm?: boolean, layerScale?: boolean, downType?: number }} [options] downType: ffn_down's ggml type
+ */
 function swigluBlock(prefix, dim, heads, headsKv, headDim, ff, { qkNorm = false, layerScale = false, downType } = {}) {
   const q = heads * headDim;
   const k = headsKv * headDim;
@@ -879,11 +984,19 @@ function swigluBlock(prefix, dim, heads, headsKv, headDim, ff, { qkNorm = false,
   ];
 }
 
-/** SnakeBeta's parameters as the converter folds them (exp(alpha), 1 / exp(beta)): 1 and 1 for fresh ones. */
+/**
+ * SnakeBeta's parameters as the converter folds them (exp(alpha), 1 / exp(beta)): 1 and 1 for fresh ones.
+ * @param {string} name
+ * @param {number} channels
+ */
 function snake(name, channels) {
   return [tensor(`${name}.alpha`, [channels], gain()), tensor(`${name}.beta`, [channels], gain())];
 }
 
+/**
+ * @param {QwenDims} d
+ * @param {string} name
+ */
 function qwenMmproj(d, name) {
   const e = d.embd;
   const c = d.spkChannels;
@@ -1014,18 +1127,21 @@ function qwenMmproj(d, name) {
 const ARCHS = {
   pockettts: {
     sizes: POCKET_SIZES,
-    fileName: (size) => `pocket-tts-${size}-random-f16`,
-    build: (dims, name) => ({ backbone: pocketBackbone(dims, name), mmproj: pocketMmproj(dims, name) }),
+    fileName: (/** @type {string} */ size) => `pocket-tts-${size}-random-f16`,
+    build: (/** @type {PocketDims} */ dims, /** @type {string} */ name) => ({ backbone: pocketBackbone(dims, name), mmproj: pocketMmproj(dims, name) }),
   },
   qwen3tts: {
     sizes: QWEN_SIZES,
-    fileName: (size) => `qwen3-tts-${size}-random-f16`,
-    build: (dims, name) => ({ backbone: qwenBackbone(dims, name), mmproj: qwenMmproj(dims, name) }),
+    fileName: (/** @type {string} */ size) => `qwen3-tts-${size}-random-f16`,
+    build: (/** @type {QwenDims} */ dims, /** @type {string} */ name) => ({ backbone: qwenBackbone(dims, name), mmproj: qwenMmproj(dims, name) }),
   },
 };
 
 // ---- options, cache, CLI ----
 
+/** @typedef {{ arch?: string, size?: string, seed?: number }} TtsOptions */
+
+/** @param {TtsOptions} [options] */
 function normaliseOptions({ arch = 'pockettts', size = 'tiny', seed = 1 } = {}) {
   checkChoice('arch', arch, ARCHS);
   checkChoice('size', size, ARCHS[arch].sizes);
@@ -1033,20 +1149,29 @@ function normaliseOptions({ arch = 'pockettts', size = 'tiny', seed = 1 } = {}) 
   return { arch, size, seed };
 }
 
-/** The dimensions a size stands for (for tests and benchmarks that need them). */
+/**
+ * The dimensions a size stands for (for tests and benchmarks that need them).
+ * @param {TtsOptions} [options]
+ */
 export function ttsTestModelDims(options = {}) {
   const { arch, size } = normaliseOptions(options);
   return { ...ARCHS[arch].sizes[size] };
 }
 
-/** The file names of a pair written with these options: { model, mmproj }. */
+/**
+ * The file names of a pair written with these options: { model, mmproj }.
+ * @param {TtsOptions} [options]
+ */
 export function ttsTestModelFiles(options = {}) {
   const { arch, size } = normaliseOptions(options);
   const base = ARCHS[arch].fileName(size);
   return { model: `${base}.gguf`, mmproj: `mmproj-${base}.gguf` };
 }
 
-/** The cache directory of a pair with these options. */
+/**
+ * The cache directory of a pair with these options.
+ * @param {TtsOptions} [options]
+ */
 export function ttsTestModelDir(options = {}) {
   const { arch, size, seed } = normaliseOptions(options);
   return path.join(testModelsDir(), `${arch}-${size}-random-s${seed}-v${FORMAT_VERSION}`);
@@ -1055,6 +1180,8 @@ export function ttsTestModelDir(options = {}) {
 /**
  * Writes a pair into `outDir` (created if missing; the two files are written under temporary names and renamed
  * into place). Resolves to { dir, model, mmproj } (absolute paths).
+ * @param {string} outDir
+ * @param {TtsOptions} [options]
  */
 export async function writeTtsTestModel(outDir, options = {}) {
   const { arch, size, seed } = normaliseOptions(options);
@@ -1062,17 +1189,21 @@ export async function writeTtsTestModel(outDir, options = {}) {
   const files = ttsTestModelFiles(options);
   const dir = path.resolve(outDir);
   await fs.promises.mkdir(dir, { recursive: true });
-  const { backbone, mmproj } = ARCHS[arch].build(dims, ARCHS[arch].fileName(size));
-  for (const [part, file] of [
+  // dims are this arch's own sizes: a link between ARCHS[arch].sizes and .build that TypeScript cannot follow
+  const { backbone, mmproj } = ARCHS[arch].build(/** @type {PocketDims & QwenDims} */ (dims), ARCHS[arch].fileName(size));
+  for (const [part, file] of /** @type {[GgufFile, string][]} */ ([
     [backbone, files.model],
     [mmproj, files.mmproj],
-  ]) {
+  ])) {
     await writeAtomically(path.join(dir, file), (tmp) => writeGguf(tmp, part.metadata, part.tensors, (t) => tensorData(t, seed)));
   }
   return { dir, model: path.join(dir, files.model), mmproj: path.join(dir, files.mmproj) };
 }
 
-/** A cached random-weight pair for these options (generated on first use); resolves to { dir, model, mmproj }. */
+/**
+ * A cached random-weight pair for these options (generated on first use); resolves to { dir, model, mmproj }.
+ * @param {TtsOptions} [options]
+ */
 export async function makeTtsTestModel(options = {}) {
   const dir = ttsTestModelDir(options);
   const files = ttsTestModelFiles(options);

@@ -39,12 +39,23 @@ const SIZES = {
   base: { state: 512, head: 8, layer: 6 },
 };
 
-/** Parses a base file: hparams, then the raw bytes of the mel filters and vocabulary, which are copied as is. */
+/**
+ * The hparams of whisper.cpp's header, in file order.
+ * @typedef {{ nVocab: number, nAudioCtx: number, nAudioState: number, nAudioHead: number, nAudioLayer: number, nTextCtx: number,
+ *   nTextState: number, nTextHead: number, nTextLayer: number, nMels: number, ftype: number }} Hparams
+ */
+/** @typedef {[name: string, ne: number[], type: number]} TensorSpec a tensor: name, ggml ne (innermost first), type */
+/** @typedef {{ size?: string, en?: boolean, seed?: number }} WhisperOptions */
+
+/**
+ * Parses a base file: hparams, then the raw bytes of the mel filters and vocabulary, which are copied as is.
+ * @param {string} file
+ */
 function readBase(file) {
   const buf = fs.readFileSync(file);
   if (buf.readUInt32LE(0) !== GGML_FILE_MAGIC) throw new Error(`${file}: not a ggml file`);
   const names = ['nVocab', 'nAudioCtx', 'nAudioState', 'nAudioHead', 'nAudioLayer', 'nTextCtx', 'nTextState', 'nTextHead', 'nTextLayer', 'nMels', 'ftype'];
-  const hparams = Object.fromEntries(names.map((name, i) => [name, buf.readInt32LE(4 + 4 * i)]));
+  const hparams = /** @type {Hparams} */ (Object.fromEntries(names.map((name, i) => [name, buf.readInt32LE(4 + 4 * i)])));
   let offset = 4 + 4 * names.length;
   const start = offset;
   const nMel = buf.readInt32LE(offset);
@@ -57,9 +68,13 @@ function readBase(file) {
   return { hparams, filtersAndVocab: buf.subarray(start, offset) };
 }
 
-/** Every tensor whisper_model_load creates, in its order: [name, ggml ne (innermost first), type]. */
+/**
+ * Every tensor whisper_model_load creates, in its order: [name, ggml ne (innermost first), type].
+ * @param {Hparams} h
+ */
 function tensorList(h) {
   const s = h.nAudioState;
+  /** @type {TensorSpec[]} */
   const list = [
     ['encoder.positional_embedding', [s, h.nAudioCtx], GGML_TYPE_F32],
     ['encoder.conv1.weight', [3, h.nMels, s], GGML_TYPE_F16],
@@ -69,6 +84,7 @@ function tensorList(h) {
     ['encoder.ln_post.weight', [s], GGML_TYPE_F32],
     ['encoder.ln_post.bias', [s], GGML_TYPE_F32],
   ];
+  /** @type {(attn: string, ln: string, state: number) => TensorSpec[]} */
   const attention = (attn, ln, state) => [
     [`${ln}.weight`, [state], GGML_TYPE_F32],
     [`${ln}.bias`, [state], GGML_TYPE_F32],
@@ -80,6 +96,7 @@ function tensorList(h) {
     [`${attn}.out.weight`, [state, state], GGML_TYPE_F16],
     [`${attn}.out.bias`, [state], GGML_TYPE_F32],
   ];
+  /** @type {(prefix: string, state: number) => TensorSpec[]} */
   const block = (prefix, state) => [
     [`${prefix}.mlp_ln.weight`, [state], GGML_TYPE_F32],
     [`${prefix}.mlp_ln.bias`, [state], GGML_TYPE_F32],
@@ -105,31 +122,42 @@ function tensorList(h) {
 
 // ---- deterministic random numbers ----
 
+/** @param {string} text */
 function fnv1a(text) {
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193) >>> 0;
   return hash;
 }
 
-/** mulberry32's output function (its state is a Weyl sequence stepping by 0x6d2b79f5). */
+/**
+ * mulberry32's output function (its state is a Weyl sequence stepping by 0x6d2b79f5).
+ * @param {number} t
+ */
 function mulberry32Mix(t) {
   t = Math.imul(t ^ (t >>> 15), t | 1);
   t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
   return (t ^ (t >>> 14)) >>> 0;
 }
 
-/** mulberry32: small, fast, good enough for weights; one stream per tensor so the order does not matter. */
+/**
+ * mulberry32: small, fast, good enough for weights; one stream per tensor so the order does not matter.
+ * @param {number} seed
+ */
 function rng(seed) {
   return weylStream(seed, 0x6d2b79f5, mulberry32Mix);
 }
 
-/** Inverse of the standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9). */
+/**
+ * Inverse of the standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9).
+ * @param {number} p
+ */
 function normalQuantile(p) {
   const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
   const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
   const c = [-0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
   const d = [0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416];
-  const tail = (q) => (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  const tail = (/** @type {number} */ q) =>
+    (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
   if (p < 0.02425) return tail(Math.sqrt(-2 * Math.log(p)));
   if (p > 1 - 0.02425) return -tail(Math.sqrt(-2 * Math.log(1 - p)));
   const q = p - 0.5;
@@ -139,14 +167,19 @@ function normalQuantile(p) {
 
 // N(0, std) drawn by table lookup: 4096 quantiles, so one random number and one load per weight
 const NORMAL_BITS = 12;
+/** @type {Map<string, Uint16Array | Float32Array>} */
 const tables = new Map();
+/**
+ * @param {number} std
+ * @param {boolean} half f16 bits rather than f32 values
+ */
 function normalTable(std, half) {
   const key = `${std}/${half}`;
   if (!tables.has(key)) {
     const values = Array.from({ length: 1 << NORMAL_BITS }, (_, i) => std * normalQuantile((i + 0.5) / (1 << NORMAL_BITS)));
     tables.set(key, half ? Uint16Array.from(values, halfBits) : Float32Array.from(values));
   }
-  return tables.get(key);
+  return /** @type {Uint16Array | Float32Array} */ (tables.get(key));
 }
 
 // Untrained weights of one small scale make every token about equally likely: the decoder then repeats the
@@ -161,18 +194,26 @@ const TEXT_STD = 0.09;
 const TS_STD = 0.11;
 const EOT_STD = 0.2;
 
-/** Scale of each row of the token embedding (also the output projection: Whisper ties them). */
+/**
+ * Scale of each row of the token embedding (also the output projection: Whisper ties them).
+ * @param {Hparams} h
+ */
 function tokenRowStd(h) {
   const multilingual = h.nVocab >= 51865;
   const eot = multilingual ? 50257 : 50256;
   const languages = h.nVocab - 51765 - (multilingual ? 1 : 0);
   const beg = 50363 + (multilingual ? languages - 98 : 0); // <|0.00|>, as whisper.cpp computes it
-  return (v) => (v < eot ? TEXT_STD : v === eot ? EOT_STD : v >= beg ? TS_STD : WEIGHT_STD);
+  return (/** @type {number} */ v) => (v < eot ? TEXT_STD : v === eot ? EOT_STD : v >= beg ? TS_STD : WEIGHT_STD);
 }
 
 /**
  * Tensor data: layer-norm gains 1, biases 0, the encoder's sinusoidal positions, the decoder's positions
  * N(0, POS_STD), token embeddings scaled by kind (above), the rest N(0, WEIGHT_STD).
+ * @param {string} name
+ * @param {number[]} ne
+ * @param {number} type
+ * @param {number} seed
+ * @param {Hparams} h
  */
 function tensorData(name, ne, type, seed, h) {
   const n = nElements(ne);
@@ -215,6 +256,11 @@ function tensorData(name, ne, type, seed, h) {
   return out;
 }
 
+/**
+ * @param {string} name
+ * @param {number[]} ne
+ * @param {number} type
+ */
 function tensorHeader(name, ne, type) {
   const nameBytes = Buffer.from(name, 'utf8');
   const head = Buffer.alloc(12 + 4 * ne.length);
@@ -225,19 +271,27 @@ function tensorHeader(name, ne, type) {
   return Buffer.concat([head, nameBytes]);
 }
 
+/** @param {WhisperOptions} [options] */
 function normaliseOptions({ size = 'tiny', en = false, seed = 1 } = {}) {
   checkChoice('size', size, SIZES);
   checkSeed(seed);
   return { size, en: Boolean(en), seed };
 }
 
-/** The cache path of a model with these options. */
+/**
+ * The cache path of a model with these options.
+ * @param {WhisperOptions} [options]
+ */
 export function whisperTestModelPath(options = {}) {
   const { size, en, seed } = normaliseOptions(options);
   return path.join(testModelsDir(), `ggml-${size}${en ? '.en' : ''}-random-s${seed}-v${FORMAT_VERSION}.bin`);
 }
 
-/** Writes a model with normalised options to `file` (not atomically: the callers rename it into place). */
+/**
+ * Writes a model with normalised options to `file` (not atomically: the callers rename it into place).
+ * @param {string} file
+ * @param {ReturnType<typeof normaliseOptions>} options
+ */
 async function writeModel(file, { size, en, seed }) {
   const base = readBase(path.join(BASE_DIR, en ? 'for-tests-ggml-tiny.en.bin' : 'for-tests-ggml-tiny.bin'));
   const dims = SIZES[size];
@@ -271,14 +325,21 @@ async function writeModel(file, { size, en, seed }) {
   }
 }
 
-/** Writes a model to `out` (atomically: a temporary file renamed into place). */
+/**
+ * Writes a model to `out` (atomically: a temporary file renamed into place).
+ * @param {string} out
+ * @param {WhisperOptions} [options]
+ */
 export async function writeWhisperTestModel(out, options = {}) {
   const normalised = normaliseOptions(options);
   await writeAtomically(out, (tmp) => writeModel(tmp, normalised));
   return out;
 }
 
-/** A cached random-weight model for these options (generated on first use); resolves to its path. */
+/**
+ * A cached random-weight model for these options (generated on first use); resolves to its path.
+ * @param {WhisperOptions} [options]
+ */
 export async function makeWhisperTestModel(options = {}) {
   const out = whisperTestModelPath(options);
   const normalised = normaliseOptions(options);

@@ -11,6 +11,7 @@ import { InstallError, buildAddon, log, relative, root } from './build-native.mj
 /** Exit code after this script has printed its own one-line failure, so scripts/prebuild.mjs adds nothing. */
 export const REPORTED_FAILURE = 2;
 
+/** @param {string[]} args */
 function parseArgs(args) {
   const [command, ...options] = args;
   if (command !== 'rebuild') throw new InstallError(`expected node-gyp's \`rebuild\` command, got \`${args.join(' ')}\`.`);

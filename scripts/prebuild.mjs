@@ -19,6 +19,7 @@ const NATIVE_TUNING = /-m(?:arch|tune|cpu)=native\b/;
 /** Fails unless the build's compile commands exist and none of them tunes for the build machine. */
 function assertPortable() {
   const commandsFile = path.join(STAGING, 'build', 'compile_commands.json');
+  /** @type {{ file: string, command?: string, arguments: string[] }[]} compile_commands.json: `arguments` where there is no `command` */
   const commands = JSON.parse(fs.readFileSync(commandsFile, 'utf8'));
   if (!commands.some((entry) => entry.file.includes('ggml-cpu'))) {
     throw new InstallError(`${relative(commandsFile)} lists no ggml-cpu sources, so portability cannot be checked.`);
@@ -27,7 +28,7 @@ function assertPortable() {
   if (native.length) {
     throw new InstallError(
       `the portable build compiled ${native.length} files for this CPU only (e.g. ${relative(native[0].file)} has ` +
-        `${(native[0].command ?? native[0].arguments.join(' ')).match(NATIVE_TUNING)[0]}). Fix: make VOXD_PORTABLE=ON turn that flag off in CMakeLists.txt.`,
+        `${/** @type {RegExpMatchArray} */ ((native[0].command ?? native[0].arguments.join(' ')).match(NATIVE_TUNING))[0]}). Fix: make VOXD_PORTABLE=ON turn that flag off in CMakeLists.txt.`,
     );
   }
 }
@@ -49,7 +50,11 @@ async function loadPrebuildify() {
   }
 }
 
-/** Runs prebuildify with our cmake-js backend; a failure it reports is rethrown as one line. */
+/**
+ * Runs prebuildify with our cmake-js backend; a failure it reports is rethrown as one line.
+ * @param {typeof import('prebuildify').default} run
+ * @returns {Promise<void>}
+ */
 function prebuildify(run) {
   const options = {
     cwd: STAGING,

@@ -12,26 +12,34 @@ import { WebSocket } from 'ws';
 import { cacheDir, root } from './build-native.mjs';
 
 const SPEECH = path.join(root, '..', 'shared', 'audio', 'speech');
-const log = (line) => console.log(`[voxd smoke] ${line}`);
+const log = (/** @type {string} */ line) => console.log(`[voxd smoke] ${line}`);
 
-/** The `node` binary of the newest release of a Node line, from its npm package. */
+/**
+ * The `node` binary of the newest release of a Node line, from its npm package.
+ * @param {string} major
+ */
 function nodeBinary(major) {
   const dir = path.join(cacheDir, 'node', `linux-${process.arch}-${major}`);
   const binary = path.join(dir, 'package', 'bin', 'node');
   if (fs.existsSync(binary)) return binary;
   if (process.platform !== 'linux') throw new Error(`the node-linux-* packages hold Linux binaries; this is ${process.platform}`);
   fs.mkdirSync(dir, { recursive: true });
-  const tarball = execFileSync('npm', ['pack', `node-linux-${process.arch}@${major}`, '--silent', '--pack-destination', dir], { encoding: 'utf8' })
-    .trim()
-    .split('\n')
-    .at(-1);
+  const tarball = /** @type {string} the file name npm pack printed last */ (
+    execFileSync('npm', ['pack', `node-linux-${process.arch}@${major}`, '--silent', '--pack-destination', dir], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .at(-1)
+  );
   // only the binary is needed: the package also holds npm, headers and docs (about 190 MB)
   execFileSync('tar', ['-xzf', path.join(dir, tarball), '-C', dir, 'package/bin/node']);
   fs.rmSync(path.join(dir, tarball));
   return binary;
 }
 
-/** 16-bit mono samples of a WAV file's data chunk, and its rate. */
+/**
+ * 16-bit mono samples of a WAV file's data chunk, and its rate.
+ * @param {string} file
+ */
 function wavPcm(file) {
   const data = fs.readFileSync(file);
   let offset = 12;
@@ -46,13 +54,19 @@ function wavPcm(file) {
   throw new Error(`${file}: no data chunk`);
 }
 
+/**
+ * The transcript of one realtime turn: `clip` (a WAV file) sent to the server at `base`, then committed.
+ * @param {string} base
+ * @param {string} clip
+ */
 async function realtimeTurn(base, clip) {
   const { pcm, rate } = wavPcm(clip);
   const socket = new WebSocket(`${base.replace('http', 'ws')}/v1/realtime?model=sphinx`);
+  /** @type {any[]} the server's events, parsed JSON */
   const events = [];
   socket.on('message', (data) => events.push(JSON.parse(String(data))));
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-  const send = (event) => socket.send(JSON.stringify(event));
+  const send = (/** @type {object} */ event) => socket.send(JSON.stringify(event));
   send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate } } } } });
   send({ type: 'input_audio_buffer.append', audio: pcm.toString('base64') });
   send({ type: 'input_audio_buffer.commit' });
@@ -70,6 +84,7 @@ async function realtimeTurn(base, clip) {
   }
 }
 
+/** @param {string} major */
 async function smoke(major) {
   const node = nodeBinary(major);
   const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
@@ -121,7 +136,7 @@ async function smoke(major) {
     );
     return true;
   } catch (error) {
-    log(`Node ${version}: FAILED: ${error.message}`);
+    log(`Node ${version}: FAILED: ${/** @type {Error} */ (error).message}`);
     return false;
   } finally {
     server.kill('SIGKILL');

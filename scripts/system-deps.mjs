@@ -7,6 +7,13 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { InstallError, log } from './build-native.mjs';
 
+/** @typedef {() => string | null} Check */
+/** @typedef {{ what: string, check: Check, debian: string, optional?: boolean }} SystemDep what a check looks for, and the Debian package that provides it */
+
+/**
+ * @param {string} a
+ * @param {string} b
+ */
 function compareVersions(a, b) {
   const [x, y] = [a, b].map((v) => v.split('.').map(Number));
   for (let i = 0; i < Math.max(x.length, y.length); i++) {
@@ -17,7 +24,12 @@ function compareVersions(a, b) {
 
 // A check returns null when satisfied, else a short reason.
 
-/** One of `names` runs (`<name> --version`), reporting at least `minVersion` when given. */
+/**
+ * One of `names` runs (`<name> --version`), reporting at least `minVersion` when given.
+ * @param {string[]} names
+ * @param {string} [minVersion]
+ * @returns {Check}
+ */
 export function command(names, minVersion) {
   return () => {
     for (const name of names) {
@@ -31,18 +43,30 @@ export function command(names, minVersion) {
   };
 }
 
-/** A library pkg-config knows, e.g. pkgConfig('libavcodec >= 59'). */
+/**
+ * A library pkg-config knows, e.g. pkgConfig('libavcodec >= 59').
+ * @param {string} module
+ * @returns {Check}
+ */
 export function pkgConfig(module) {
   return () => (spawnSync('pkg-config', ['--exists', module]).status === 0 ? null : 'not found by pkg-config');
 }
 
-/** A header the C compiler finds on its default include path. */
+/**
+ * A header the C compiler finds on its default include path.
+ * @param {string} name
+ * @returns {Check}
+ */
 export function header(name) {
   return () =>
     spawnSync(process.env.CC || 'cc', ['-E', '-x', 'c', '-o', '/dev/null', '-'], { input: `#include <${name}>\n` }).status === 0 ? null : 'header not found';
 }
 
-/** A shared library the dynamic loader finds by its soname (for libraries the addon opens at run time). */
+/**
+ * A shared library the dynamic loader finds by its soname (for libraries the addon opens at run time).
+ * @param {string} soname
+ * @returns {Check}
+ */
 export function sharedLibrary(soname) {
   return () => {
     for (const ldconfig of ['ldconfig', '/sbin/ldconfig', '/usr/sbin/ldconfig']) {
@@ -54,11 +78,16 @@ export function sharedLibrary(soname) {
   };
 }
 
-/** A file that a package installs (data read at run time, e.g. a model). */
+/**
+ * A file that a package installs (data read at run time, e.g. a model).
+ * @param {string} path
+ * @returns {Check}
+ */
 export function file(path) {
   return () => (fs.existsSync(path) ? null : `${path} missing`);
 }
 
+/** @type {SystemDep[]} */
 export const SYSTEM_DEPS = [
   { what: 'cmake >= 3.18', check: command(['cmake'], '3.18'), debian: 'cmake' },
   { what: 'a C compiler', check: command(process.env.CC ? [process.env.CC] : ['cc', 'gcc', 'clang']), debian: 'gcc' },
@@ -88,9 +117,13 @@ export const SYSTEM_DEPS = [
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 
-/** What `npm test` needs beyond the build: the browser its web-interface tests drive (test/ui.test.ts). */
+/**
+ * What `npm test` needs beyond the build: the browser its web-interface tests drive (test/ui.test.ts).
+ * @type {SystemDep[]}
+ */
 export const TEST_DEPS = [{ what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium' }];
 
+/** @param {SystemDep[]} deps */
 function findMissing(deps) {
   return deps.map((dep) => ({ ...dep, problem: dep.check() })).filter((dep) => dep.problem);
 }
@@ -104,6 +137,7 @@ function isDebianLike() {
   }
 }
 
+/** @param {string[]} args */
 function aptGet(args) {
   const run = spawnSync('apt-get', args, { encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   if (run.status === 0) return;
@@ -114,6 +148,8 @@ function aptGet(args) {
 /**
  * Makes sure every required entry of `deps` (by default the build's, SYSTEM_DEPS) is present, installing what it
  * can; throws InstallError otherwise, saying what `purpose` needs and how to get it, then to run `rerun` again.
+ * @param {SystemDep[]} [deps]
+ * @param {{ purpose?: string, rerun?: string }} [options]
  */
 export function ensureSystemDeps(deps = SYSTEM_DEPS, { purpose = 'the native addon has to be built here, but the build', rerun = 'npm install' } = {}) {
   let missing = findMissing(deps);

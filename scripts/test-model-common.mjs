@@ -10,6 +10,8 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 
 // ---- cache ----
 
+/** @typedef {(tmp: string) => void | Promise<unknown>} Builder writes a file or directory at the path `tmp` */
+
 /** Where cached models live: $VOXD_TEST_MODELS_DIR (read on each call, so tests can point it elsewhere) or build/test-models. */
 export function testModelsDir() {
   return process.env.VOXD_TEST_MODELS_DIR || path.join(ROOT, 'build', 'test-models');
@@ -18,6 +20,8 @@ export function testModelsDir() {
 /**
  * Builds `target` (a file or a directory) under a temporary name beside it, via `build(tmp)`, then renames it into
  * place, so a reader (or a concurrent test run) never sees half a model; the temporary is removed on failure.
+ * @param {string} target
+ * @param {Builder} build
  */
 export async function writeAtomically(target, build) {
   await fs.promises.mkdir(path.dirname(target), { recursive: true });
@@ -36,6 +40,9 @@ export async function writeAtomically(target, build) {
 /**
  * A cache entry at `target`: reused when `isComplete()`, otherwise built with writeAtomically. Another process
  * building the same entry at the same time is not an error: if its copy is in place, ours failing does not matter.
+ * @param {string} target
+ * @param {() => boolean} isComplete
+ * @param {Builder} build
  */
 export async function cachedBuild(target, isComplete, build) {
   if (isComplete()) return;
@@ -48,12 +55,22 @@ export async function cachedBuild(target, isComplete, build) {
 
 // ---- options and CLI ----
 
-/** Checks that `value` names one of `table`'s keys, with a message that lists them. */
+/**
+ * Checks that `value` names one of `table`'s keys, with a message that lists them.
+ * @template {object} T
+ * @param {string} kind
+ * @param {string} value
+ * @param {T} table
+ * @returns {asserts value is Extract<keyof T, string>}
+ */
 export function checkChoice(kind, value, table) {
   if (!(value in table)) throw new Error(`unknown ${kind} ${value} (${Object.keys(table).join(' or ')})`);
 }
 
-/** Seeds are mixed into 32-bit streams: anything else would silently alias another seed. */
+/**
+ * Seeds are mixed into 32-bit streams: anything else would silently alias another seed.
+ * @param {number} seed
+ */
 export function checkSeed(seed) {
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error('seed must be an integer in [0, 2^32)');
 }
@@ -61,8 +78,11 @@ export function checkSeed(seed) {
 /**
  * Parses `--out PATH` plus the script's own options; `spec` maps a flag to [option name, kind], kind being
  * 'string', 'number' or 'flag' (no value: true). Resolves to { options, out } (out null when not given).
+ * @param {string[]} argv
+ * @param {Record<string, [name: string, kind: 'string' | 'number' | 'flag']>} spec
  */
 export function parseArgs(argv, spec) {
+  /** @type {Record<string, string | number | boolean>} */
   const options = {};
   let out = null;
   for (let i = 0; i < argv.length; i++) {
@@ -83,6 +103,9 @@ export function parseArgs(argv, spec) {
 /**
  * Runs `main(args)` when the module at `moduleUrl` is the program node was started with (not when a test imports
  * it); an error becomes one line on stderr, prefixed with `name`, and exit status 2.
+ * @param {string} moduleUrl
+ * @param {string} name
+ * @param {(args: string[]) => Promise<void>} main
  */
 export async function runAsCli(moduleUrl, name, main) {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(path.resolve(process.argv[1])).href) return;
@@ -96,7 +119,10 @@ export async function runAsCli(moduleUrl, name, main) {
 
 // ---- numbers ----
 
-/** Number of elements of a tensor with dimensions `ne`. */
+/**
+ * Number of elements of a tensor with dimensions `ne`.
+ * @param {number[]} ne
+ */
 export function nElements(ne) {
   return ne.reduce((a, b) => a * b, 1);
 }
@@ -105,6 +131,9 @@ export function nElements(ne) {
  * A counter-based random stream of 32-bit integers: the state steps by `increment` (odd: a Weyl sequence that
  * visits every value) and each draw is `mix(state)`. The scripts differ only in increment and mixing function
  * (each fixes its models' bytes), so those are theirs to pass.
+ * @param {number} seed
+ * @param {number} increment
+ * @param {(state: number) => number} mix
  */
 export function weylStream(seed, increment, mix) {
   let state = seed >>> 0;
@@ -119,6 +148,7 @@ const u32Scratch = new Uint32Array(f32Scratch.buffer);
 /**
  * IEEE binary16 bits of a number, rounded to nearest even (overflow to infinity, underflow to subnormals/zero),
  * computed from its float32 bits so the result does not depend on the platform: both formats store f16 weights.
+ * @param {number} value
  */
 export function halfBits(value) {
   f32Scratch[0] = value;

@@ -9,7 +9,7 @@ import { InstallError } from './build-native.mjs';
 import { ensureSystemDeps, TEST_DEPS } from './system-deps.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const step = (message) => console.log(`[voxd test] ${message}`);
+const step = (/** @type {string} */ message) => console.log(`[voxd test] ${message}`);
 const started = Date.now();
 
 step('compiling TypeScript');
@@ -56,14 +56,19 @@ const autoTransport = spawnSync(
 ).stdout.trim();
 const secondPass = autoTransport === 'uws' ? files.filter((f) => TRANSPORT_SUITES.some((suite) => path.basename(f) === `${suite}.test.js`)) : [];
 
-/** Runs test files with node's runner: spec output for people, TAP into a file for the summary line. */
+/**
+ * Runs test files with node's runner: spec output for people, TAP into a file for the summary line.
+ * @param {string} label
+ * @param {string[]} testFiles
+ * @param {NodeJS.ProcessEnv} env
+ */
 function run(label, testFiles, env) {
   step(`running ${testFiles.length} test files (${label})`);
   const tapFile = path.join(root, 'dist', `test-results-${label.replace(/\W+/g, '-')}.tap`);
   const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`];
   const result = spawnSync(process.execPath, ['--test', ...reporters, '--test-timeout=120000', ...testFiles], { cwd: root, stdio: 'inherit', env });
   const tap = fs.existsSync(tapFile) ? fs.readFileSync(tapFile, 'utf8') : '';
-  const count = (name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+  const count = (/** @type {string} */ name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
   return { ok: result.status === 0, pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };
 }
 
@@ -71,7 +76,7 @@ const runs = [run(`transport ${autoTransport}`, files, process.env)];
 if (secondPass.length > 0) runs.push(run('transport node', secondPass, { ...process.env, VOXD_TRANSPORT: 'node' }));
 else if (autoTransport !== 'uws') step('no second transport pass: uWebSockets.js does not load here, node:http served every suite');
 else step('no second transport pass: none of these files is an HTTP or WebSocket suite');
-const total = (key) => runs.reduce((sum, r) => sum + r[key], 0);
+const total = (/** @type {'pass' | 'fail' | 'skipped'} */ key) => runs.reduce((sum, r) => sum + r[key], 0);
 const seconds = Math.round((Date.now() - started) / 1000);
 step(`wall time ${Math.floor(seconds / 60)} min ${seconds % 60} s`);
 console.log(`${total('pass')} passed, ${total('fail')} failed, ${total('skipped')} skipped`);

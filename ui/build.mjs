@@ -10,6 +10,7 @@ import * as esbuild from 'esbuild';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const outDir = path.join(here, 'dist');
+/** @type {esbuild.BuildOptions} */
 const common = { bundle: true, minify: true, format: 'esm', target: ['chrome111', 'firefox115', 'safari16.4'], legalComments: 'none', logLevel: 'warning' };
 
 const worklet = await esbuild.build({ ...common, entryPoints: [path.join(here, 'src', 'pcm-worklet.ts')], write: false });
