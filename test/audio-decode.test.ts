@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import zlib from 'node:zlib';
 import { decodeAudioNative, type DecodedAudio } from '../src/engines/audio-decoder.js';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { loadNative, type NativeError } from '../src/native/addon.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { JFK_WAV, SHARED } from './helpers/paths.js';

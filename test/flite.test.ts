@@ -13,7 +13,7 @@ import { DEFAULT_TTS_MODEL, DEFAULT_VAD_MODEL, resolveConfig } from '../src/conf
 import { FLITE_ENGINE, FLITE_LANGUAGES, FLITE_MODEL_ID, loadFliteModel, VENDOR_VOICES } from '../src/engines/flite.js';
 import { loadSphinxModel } from '../src/engines/sphinx.js';
 import type { SynthesisRequest, TtsModel } from '../src/engines/types.js';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { HubClient } from '../src/services/hub.js';
 import { Metrics } from '../src/services/metrics.js';
 import { ModelRegistry } from '../src/services/registry.js';

@@ -10,7 +10,7 @@ import { DEFAULT_VAD_MODEL } from '../src/config.js';
 import { buildOfflineSileroModel } from '../src/engines/silero/offline-model.js';
 import { sileroVadEngine } from '../src/engines/silero-vad.js';
 import type { VadModel } from '../src/engines/types.js';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { HubClient } from '../src/services/hub.js';
 import { Metrics } from '../src/services/metrics.js';
 import { ModelRegistry, type RegistryOptions } from '../src/services/registry.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { Metrics } from '../src/services/metrics.js';
 import { AbortedError, Scheduler } from '../src/services/scheduler.js';
 

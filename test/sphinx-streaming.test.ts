@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadSphinxModel } from '../src/engines/sphinx.js';
 import type { SttModel, SttStreamingSession } from '../src/engines/types.js';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { SHARED } from './helpers/paths.js';
 import { SPHINX_INSTALLED, wer, words } from './helpers/transcripts.js';
 import { readWavMono } from './helpers/wav.js';

@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { DEFAULT_STT_MODEL, DEFAULT_VAD_MODEL, resolveConfig } from '../src/config.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from '../src/engines/sphinx.js';
 import type { SttModel, TranscriptionResult, TranscriptionSegment } from '../src/engines/types.js';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { HubClient } from '../src/services/hub.js';
 import { Metrics } from '../src/services/metrics.js';
 import { ModelRegistry } from '../src/services/registry.js';

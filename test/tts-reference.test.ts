@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { loadReferenceAudio } from '../src/services/tts/reference.js';
 import { JFK_WAV } from './helpers/paths.js';
 

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import WebSocket from 'ws';
-import { ApiError } from '../src/http/errors.js';
+import { ApiError } from '../src/errors.js';
 import { createHttpServer } from '../src/http/server.js';
 import { testTransport } from './helpers/transport.js';
 import type { WsConnection } from '../src/http/websocket.js';

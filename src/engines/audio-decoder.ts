@@ -3,7 +3,7 @@
  * thread): a whole file held in memory becomes mono float32 at the rate an engine wants. Services reach it
  * through `services/audio/decode.ts`, which turns its rejections into API errors.
  */
-import { isNativeError, loadNative, type NativeDecodeAudioOptions, type NativeDecodedAudio } from '../native/addon.js';
+import { loadNative, type NativeDecodeAudioOptions, type NativeDecodedAudio } from '../native/addon.js';
 import { abortFlagFor } from './native-abort.js';
 
 export type DecodedAudio = NativeDecodedAudio;
@@ -12,9 +12,4 @@ export type DecodeAudioOptions = NativeDecodeAudioOptions;
 /** Rejects with a NativeError coded `invalid_audio`, `audio_too_long`, `aborted` or `invalid_argument`. */
 export function decodeAudioNative(data: Uint8Array, options: DecodeAudioOptions, signal?: AbortSignal): Promise<DecodedAudio> {
   return loadNative().decodeAudio(data, options, abortFlagFor(signal));
-}
-
-/** The machine-readable code of a native rejection, if `error` is one. */
-export function nativeErrorCode(error: unknown): string | undefined {
-  return isNativeError(error) ? error.code : undefined;
 }

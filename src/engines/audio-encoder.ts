@@ -6,8 +6,6 @@
  */
 import { loadNative, type NativeAudioEncoder, type NativeAudioEncoderOptions, type NativeAudioFormat } from '../native/addon.js';
 
-export { nativeErrorCode } from './audio-decoder.js';
-
 export type AudioEncoderOptions = NativeAudioEncoderOptions;
 export type NativeEncoder = NativeAudioEncoder;
 

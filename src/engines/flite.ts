@@ -10,8 +10,8 @@
  * (normaliseFliteText): libflite 2.2 corrupts its heap on some inputs.
  */
 import { availableParallelism } from 'node:os';
-import { ApiError } from '../http/errors.js';
-import { isNativeError, loadNative, type NativeFliteModel } from '../native/addon.js';
+import { ApiError, requestFieldOf, unavailableModelError, unloadedModelError } from '../errors.js';
+import { loadNative, type NativeFliteModel } from '../native/addon.js';
 import { withCallbackAbort } from './native-abort.js';
 import type { SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 
@@ -91,10 +91,6 @@ export function normaliseFliteText(text: string): string {
     });
 }
 
-function codedError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
-
 class FliteTtsModel implements TtsModel {
   readonly task = 'tts' as const;
   readonly engine = FLITE_ENGINE;
@@ -118,19 +114,25 @@ class FliteTtsModel implements TtsModel {
 
   async synthesize(request: SynthesisRequest, options: SynthesisOptions = {}): Promise<Float32Array> {
     const native = this.native;
-    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    if (!native) throw unloadedModelError(this.id);
     const voice = this.resolveVoice(request.voice);
     const language = request.language?.trim().toLowerCase();
     if (language && !FLITE_LANGUAGES.includes(language)) {
-      throw new ApiError('invalid_request', `model ${this.id} (flite) speaks English only; lang_code '${request.language}' is not supported`, {
-        param: 'lang_code',
+      const field = requestFieldOf('synthesis.language');
+      throw new ApiError('invalid_request', `model ${this.id} (flite) speaks English only; ${field} '${request.language}' is not supported`, {
+        input: 'synthesis.language',
       });
     }
-    if (request.instructions) throw new ApiError('invalid_request', `model ${this.id} (flite) does not take style instructions`, { param: 'instructions' });
-    if (request.reference) throw new ApiError('invalid_request', `model ${this.id} (flite) cannot clone a voice from ref_audio`, { param: 'ref_audio' });
+    if (request.instructions) {
+      throw new ApiError('invalid_request', `model ${this.id} (flite) does not take style instructions`, { input: 'synthesis.instructions' });
+    }
+    if (request.reference) {
+      const field = requestFieldOf('synthesis.reference');
+      throw new ApiError('invalid_request', `model ${this.id} (flite) cannot clone a voice from ${field}`, { input: 'synthesis.reference' });
+    }
     const speed = request.speed ?? 1;
     if (!Number.isFinite(speed) || speed < 0.25 || speed > 4) {
-      throw new ApiError('invalid_request', `speed must be from 0.25 to 4 (got ${speed})`, { param: 'speed' });
+      throw new ApiError('invalid_request', `speed must be from 0.25 to 4 (got ${speed})`, { input: 'synthesis.speed' });
     }
     // temperature and maxTokens are ignored: flite does not sample
 
@@ -154,7 +156,7 @@ class FliteTtsModel implements TtsModel {
     const alias = Object.hasOwn(VENDOR_VOICES, wanted) ? VENDOR_VOICES[wanted] : undefined;
     if (alias) return alias;
     throw new ApiError('invalid_request', `unknown voice '${voice}' for model ${this.id}; voices: ${FLITE_VOICES.map((v) => v.id).join(', ')}`, {
-      param: 'voice',
+      input: 'synthesis.voice',
     });
   }
 }
@@ -167,9 +169,6 @@ export async function loadFliteModel(id: string = FLITE_MODEL_ID): Promise<TtsMo
   try {
     return new FliteTtsModel(id, await loadNative().FliteModel.load());
   } catch (error) {
-    if (isNativeError(error) && (error.code === 'engine_unavailable' || error.code === 'model_load_failed')) {
-      throw new ApiError('invalid_model', `model ${id} is unavailable: ${error.message}`, { param: 'model', cause: error });
-    }
-    throw error;
+    throw unavailableModelError(id, error);
   }
 }

@@ -19,8 +19,8 @@
  */
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError } from '../http/errors.js';
-import { isNativeError, loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
+import { ApiError, apiErrorFromNative, requestFieldOf, unloadedModelError } from '../errors.js';
+import { loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
 import { decodeAudioNative } from './audio-decoder.js';
 import { withCallbackAbort } from './native-abort.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
@@ -217,16 +217,9 @@ interface VoiceClip {
 
 // ---- the model ----
 
-function codedError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
-
-/** The vendor error for a native one the client caused (bad input, every sequence taken); others as they are. */
+/** The API error for a native one the client caused (bad input, every sequence taken); others as they are. */
 function clientError(error: unknown): unknown {
-  if (!isNativeError(error)) return error;
-  if (error.code === 'invalid_argument') return new ApiError('invalid_request', error.message, { cause: error });
-  if (error.code === 'batch_full') return new ApiError('queue_full', `${error.message}; retry later`, { cause: error, headers: { 'Retry-After': '1' } });
-  return error;
+  return apiErrorFromNative(error, { codes: ['invalid_argument', 'batch_full'] });
 }
 
 class GgmlTtsModel implements TtsModel {
@@ -302,36 +295,45 @@ class GgmlTtsModel implements TtsModel {
   }
 
   private loaded(): NativeTtsGgmlModel {
-    if (!this.native) throw codedError('closed', `model ${this.id} was unloaded`);
+    if (!this.native) throw unloadedModelError(this.id);
     return this.native;
   }
 
-  /** The native request for `request`, or an ApiError naming the field the model does not take. */
+  /** The native request for `request`, or an ApiError naming the input the model does not take. */
   private nativeRequest(request: SynthesisRequest): NativeTtsGgmlRequest {
     const { label, languages } = this.family;
     const code = request.language?.trim().toLowerCase();
     const language = code ? languages[code] : null;
     if (code && language === undefined) {
-      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not speak lang_code '${request.language}'`, { param: 'lang_code' });
+      const field = requestFieldOf('synthesis.language');
+      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not speak ${field} '${request.language}'`, { input: 'synthesis.language' });
     }
-    if (request.instructions) throw new ApiError('invalid_request', `model ${this.id} (${label}) does not take style instructions`, { param: 'instructions' });
+    if (request.instructions) {
+      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not take style instructions`, { input: 'synthesis.instructions' });
+    }
     if (request.speed !== undefined && request.speed !== 1) {
-      throw new ApiError('invalid_request', `model ${this.id} (${label}) has no rate control; speed must be 1 (got ${request.speed})`, { param: 'speed' });
+      throw new ApiError('invalid_request', `model ${this.id} (${label}) has no rate control; speed must be 1 (got ${request.speed})`, {
+        input: 'synthesis.speed',
+      });
     }
     let reference: Float32Array | null = null;
     if (request.reference) {
-      if (request.reference.samples.length === 0)
-        throw new ApiError('invalid_audio', 'ref_audio is empty: the reference clip has no samples', { param: 'ref_audio' });
+      const field = requestFieldOf('synthesis.reference');
+      if (request.reference.samples.length === 0) {
+        throw new ApiError('invalid_audio', `${field} is empty: the reference clip has no samples`, { input: 'synthesis.reference' });
+      }
       if (request.reference.samples.length < MIN_REFERENCE_SECONDS * this.sampleRate) {
         const seconds = (request.reference.samples.length / this.sampleRate).toFixed(2);
-        throw new ApiError('invalid_audio', `ref_audio is ${seconds} s long; a voice needs at least ${MIN_REFERENCE_SECONDS} s`, { param: 'ref_audio' });
+        throw new ApiError('invalid_audio', `${field} is ${seconds} s long; a voice needs at least ${MIN_REFERENCE_SECONDS} s`, {
+          input: 'synthesis.reference',
+        });
       }
       reference = request.reference.samples;
     } else if (request.voice && request.voice !== DEFAULT_VOICE) {
       reference = this.clips.get(request.voice)?.samples ?? null;
       if (!reference) {
         throw new ApiError('invalid_request', `unknown voice '${request.voice}' for model ${this.id}; voices: ${this.voices.map((v) => v.id).join(', ')}`, {
-          param: 'voice',
+          input: 'synthesis.voice',
         });
       }
     }

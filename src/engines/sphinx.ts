@@ -8,15 +8,8 @@
  * `prompt` and `temperature` are ignored (pocketsphinx has neither prompt conditioning nor sampling); `language`
  * must be English; `maxTokens` keeps that many words.
  */
-import { ApiError } from '../http/errors.js';
-import {
-  isNativeError,
-  loadNative,
-  type NativeSphinxLoadOptions,
-  type NativeSphinxModel,
-  type NativeSphinxPoolStats,
-  type NativeSphinxSegment,
-} from '../native/addon.js';
+import { ApiError, unavailableModelError, unloadedModelError } from '../errors.js';
+import { loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxPoolStats, type NativeSphinxSegment } from '../native/addon.js';
 import { abortFlagFor } from './native-abort.js';
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';
@@ -29,10 +22,6 @@ const SAMPLE_RATE = 16000;
 const MIN_PROBABILITY = 1e-10;
 /** Samples pocketsphinx reads at a time, and so the step of its partial hypotheses (128 ms). */
 const BLOCK_MS = (2048 / SAMPLE_RATE) * 1000;
-
-function codedError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
 
 /** Keeps the first `maxWords` words (all when 0), cutting the segment they end in and dropping the rest. */
 function truncateWords(segments: NativeSphinxSegment[], maxWords: number): NativeSphinxSegment[] {
@@ -90,17 +79,19 @@ class SphinxSttModel implements SttModel {
     const language = given?.trim().toLowerCase();
     if (language && language !== 'en' && language !== 'english') {
       throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) transcribes US English only; language '${given}' is not supported`, {
-        param: 'language',
+        input: 'transcription.language',
       });
     }
   }
 
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.native;
-    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    if (!native) throw unloadedModelError(this.id);
     this.checkLanguage(options.language);
     if (options.translate) {
-      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) cannot translate; it transcribes US English only`, { param: 'model' });
+      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) cannot translate; it transcribes US English only`, {
+        input: 'transcription.translate',
+      });
     }
     const result = await native.transcribe(samples, abortFlagFor(options.signal));
     const maxWords = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
@@ -124,7 +115,7 @@ class SphinxSttModel implements SttModel {
    */
   async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
     const native = this.native;
-    if (!native) throw codedError('closed', `model ${this.id} was unloaded`);
+    if (!native) throw unloadedModelError(this.id);
     this.checkLanguage(options.language);
     const stableBlocks = options.delayMs !== undefined ? Math.min(1000, Math.max(1, Math.round(options.delayMs / BLOCK_MS))) : 0;
     const stream = await native.openStream({ stableBlocks });
@@ -165,9 +156,6 @@ export async function loadSphinxModel(id: string = SPHINX_MODEL_ID, options: Nat
   try {
     return new SphinxSttModel(id, await loadNative().SphinxModel.load(options));
   } catch (error) {
-    if (isNativeError(error) && (error.code === 'engine_unavailable' || error.code === 'model_load_failed')) {
-      throw new ApiError('invalid_model', `model ${id} is unavailable: ${error.message}`, { param: 'model', cause: error });
-    }
-    throw error;
+    throw unavailableModelError(id, error);
   }
 }

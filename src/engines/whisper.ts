@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
 import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError, unloadedModelError } from '../errors.js';
 import { readFileHead } from './file-head.js';
 import { withCallbackAbort } from './native-abort.js';
 import type {
@@ -96,10 +96,6 @@ function threadsForNewJob(): number {
   return Math.max(1, Math.min(MAX_THREADS, Math.floor(availableParallelism() / running)));
 }
 
-function codedError(code: string, message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
-
 function toSegment(segment: NativeWhisperSegment, wordTimestamps: boolean): TranscriptionSegment {
   const out: TranscriptionSegment = {
     id: segment.index,
@@ -134,18 +130,20 @@ class WhisperSttModel implements SttModel {
   }
 
   private get loaded(): NativeWhisperModel {
-    if (!this.native) throw codedError('closed', `model ${this.id} was unloaded`);
+    if (!this.native) throw unloadedModelError(this.id);
     return this.native;
   }
 
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
     if (options.translate && !this.capabilities.translate) {
-      throw new ApiError('invalid_request', `model ${this.id} is English-only and cannot translate`, { param: 'model' });
+      throw new ApiError('invalid_request', `model ${this.id} is English-only and cannot translate`, { input: 'transcription.translate' });
     }
     const language = options.language ? options.language.trim().toLowerCase() : null;
     if (language && !this.info.multilingual && language !== 'en' && language !== 'english') {
-      throw new ApiError('invalid_request', `model ${this.id} is English-only; it cannot transcribe language '${options.language}'`, { param: 'language' });
+      throw new ApiError('invalid_request', `model ${this.id} is English-only; it cannot transcribe language '${options.language}'`, {
+        input: 'transcription.language',
+      });
     }
     const wordTimestamps = options.wordTimestamps ?? false;
     const temperature = options.temperature ?? 0;

@@ -3,7 +3,7 @@
  * SDKs send are folded: `key[]` collects an array, `key[sub]` an object; a plain key sent twice becomes an array.
  */
 import busboy from 'busboy';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 export interface UploadedFile {
   filename: string;

@@ -8,7 +8,8 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
+import { errorEnvelope } from './errors.js';
 import type { RequestHead } from './request.js';
 import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
 
@@ -195,14 +196,14 @@ export function createNodeTransport(): Transport {
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
     if (!socket.writable || error.code === 'ECONNRESET') return void socket.destroy();
     const refusal = new ApiError('invalid_request', `Malformed request: ${error.message.replace(/^Parse Error: /, '')}`);
-    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(refusal.toEnvelope()));
+    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(errorEnvelope(refusal)));
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const { path } = readRequestHead(req);
     const route = wsRoutes.get(path);
     if (route) return route.accept(req, socket, head);
     const refusal = new ApiError('not_found', `No WebSocket route for ${path}`);
-    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(refusal.toEnvelope()));
+    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(errorEnvelope(refusal)));
   });
 
   return {

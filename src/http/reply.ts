@@ -3,7 +3,8 @@
  * Streams honour backpressure: `write()` resolves once the transport can take more, so producers slow down to the
  * client's pace. How a stalled client is kept, and for how long, is the transport's (MAX_STALL_SECONDS).
  */
-import type { ApiError } from './errors.js';
+import type { ApiError } from '../errors.js';
+import { errorEnvelope } from './errors.js';
 import type { ResponseChannel } from './transport.js';
 
 export interface ReplyOptions {
@@ -112,7 +113,7 @@ export class HttpReply {
     if (this.#state === 'streaming') return this.abort();
     this.#headers = new Map(Object.entries(this.#options.baseHeaders));
     for (const [name, value] of Object.entries(error.headers)) this.header(name, value);
-    this.json(error.toEnvelope(), error.status);
+    this.json(errorEnvelope(error), error.status);
   }
 
   /** Sends the status and headers of a streamed (chunked) body; the client receives them with the first chunk. */

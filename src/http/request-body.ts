@@ -3,7 +3,7 @@
  * synchronously in the request handler, so every body is captured from the start and queued until the route reads
  * it; a queue that grows past a threshold pauses the socket, so an unread upload does not fill memory.
  */
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import type { ResponseChannel } from './transport.js';
 
 /** What a body needs of its request's channel. */

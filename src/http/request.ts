@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { parseMultipart, type MultipartForm, type MultipartLimits } from './multipart.js';
 import type { RequestBody } from './request-body.js';
 import { validate } from './validate.js';

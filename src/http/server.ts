@@ -5,7 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { corsHeaders, originAllowed, preflightHeaders } from './cors.js';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { HttpReply } from './reply.js';
 import { RequestBody } from './request-body.js';
 import { bodyFraming, HttpRequest } from './request.js';

@@ -1,6 +1,6 @@
 /** Schema validation of request input: the first failing field becomes a 400 that names it in `param`. */
 import type { z } from 'zod';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 export function validate<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
   const result = schema.safeParse(value, { reportInput: true });

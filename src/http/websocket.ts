@@ -5,7 +5,8 @@
  * already gone.
  */
 import { randomUUID } from 'node:crypto';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
+import { errorEnvelope } from './errors.js';
 import type { RequestHead } from './request.js';
 import type { Transport, TransportSocket } from './transport.js';
 
@@ -132,7 +133,7 @@ export function mountWebSocket<Session>(transport: Transport, pattern: string, r
           // refused: an ordinary HTTP answer with the error envelope instead of the 101
           const refusal = ApiError.from(error);
           const headers = { ...policy.baseHeaders(request), ...refusal.headers, 'content-type': 'application/json' };
-          return { refuse: { status: refusal.status, headers, body: JSON.stringify(refusal.toEnvelope()) } };
+          return { refuse: { status: refusal.status, headers, body: JSON.stringify(errorEnvelope(refusal)) } };
         }
       },
       open: (socket, state) => {

@@ -515,10 +515,6 @@ export interface NativeError extends Error {
   code: string;
 }
 
-export function isNativeError(error: unknown): error is NativeError {
-  return error instanceof Error && typeof (error as Partial<NativeError>).code === 'string';
-}
-
 /** The addon could not be loaded: message names the cause and the fix. */
 export class NativeLoadError extends Error {
   override name = 'NativeLoadError';

@@ -1,6 +1,6 @@
-/** Model management: GET/POST/DELETE /v1/models and GET /v1/models/{id} (voxd-api.md, "Models"). */
+/** Model management: GET/POST/DELETE /v1/models and GET /v1/models/{id} (docs/api.md, "Models"). */
 import { z } from 'zod';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
 import { normaliseModelId } from '../services/model-id.js';

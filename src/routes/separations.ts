@@ -1,12 +1,12 @@
 /**
- * POST /v1/audio/separations (voxd-api.md): multipart `file`, `model` (default: the built-in separator) and
+ * POST /v1/audio/separations (docs/api.md): multipart `file`, `model` (default: the built-in separator) and
  * `description`, the free text naming the sound to extract. The answer is the target stem and the residual
  * (input − target) as base64 32-bit float WAVs at the input's rate and channels, so they add up to the input.
  * The description is matched before the upload is decoded: a request the model cannot serve costs no work.
  */
 import { z } from 'zod';
 import type { SeparatorModel } from '../engines/types.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import type { HttpServer } from '../http/server.js';
 import { validate } from '../http/validate.js';
 import { decodeAudioChannels } from '../services/audio/decode.js';

@@ -7,7 +7,8 @@
  */
 import { z } from 'zod';
 import type { SynthesisRequest, TtsModel } from '../engines/types.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
+import { errorEnvelope } from '../http/errors.js';
 import type { HttpReply } from '../http/reply.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
@@ -245,7 +246,7 @@ async function streamSpeech(reply: HttpReply, job: StreamJob): Promise<void> {
     if (reply.aborted || signal.aborted) return;
     job.context.logger.warn({ err: error }, 'speech failed after streaming began');
     if (!sse) return reply.abort(); // a binary stream can only be cut: the client sees a truncated transfer
-    await reply.write(`data: ${JSON.stringify(ApiError.from(error).toEnvelope())}\n\n`);
+    await reply.write(`data: ${JSON.stringify(errorEnvelope(ApiError.from(error)))}\n\n`);
     reply.end();
   }
 }

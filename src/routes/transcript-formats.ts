@@ -1,5 +1,5 @@
 /**
- * Renderings of a transcription result in the vendor's response formats (voxd-api.md, "POST
+ * Renderings of a transcription result in the vendor's response formats (docs/api.md, "POST
  * /v1/audio/transcriptions"): json, text, srt, vtt, verbose_json and ndjson, plus the streamed NDJSON and SSE events.
  */
 import type { TranscriptionResult, TranscriptionSegment } from '../engines/types.js';

@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import type { SttModel, TranscribeOptions, TranscriptionResult, VadModel } from '../engines/types.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
+import { errorEnvelope } from '../http/errors.js';
 import type { HttpReply } from '../http/reply.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
@@ -141,7 +142,7 @@ async function streamTranscript(
     if (kind === 'sse') await reply.write(sseDone(result));
   } catch (error) {
     if (reply.aborted) return;
-    const envelope = ApiError.from(error).toEnvelope();
+    const envelope = errorEnvelope(ApiError.from(error));
     logger.warn({ err: error }, 'transcription failed after streaming began');
     await reply.write(kind === 'sse' ? `data: ${JSON.stringify(envelope)}\n\n` : JSON.stringify(envelope) + '\n');
   }

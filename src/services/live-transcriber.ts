@@ -6,7 +6,7 @@
  * goes through the scheduler on worker threads. Callers make one call at a time and await it.
  */
 import type { SttModel, SttStreamingSession, VadModel, VadStream } from '../engines/types.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import { StreamResampler } from './audio/resample.js';
 import type { ModelLease, ModelRegistry } from './registry.js';
 import type { Scheduler } from './scheduler.js';

@@ -1,11 +1,11 @@
 /**
- * Model IDs (voxd-api.md, "Model IDs"): an existing local path always wins; otherwise a Hugging Face
+ * Model IDs (docs/api.md, "Model IDs"): an existing local path always wins; otherwise a Hugging Face
  * repository `owner/repo`, a GGUF repository with a quantisation tag `owner/repo:Q8_0`, or one file in a
  * repository `owner/repo/path/in/repo.bin`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 
 export type ModelRef =
   { kind: 'local'; path: string } | { kind: 'hub-file'; repo: string; file: string } | { kind: 'hub-repo'; repo: string; quant: string | null };

@@ -5,7 +5,7 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel } from '../engines/types.js';
 import type { Logger } from '../logger.js';
 import { HubError, type HubClient, type HubFile } from './hub.js';

@@ -13,7 +13,7 @@
  * frees: the head item takes every waiting item with the same batch key along, up to the batch's size, and one
  * call runs them all.
  */
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import { Gauge, type Metrics } from './metrics.js';
 
 export interface SchedulerOptions {

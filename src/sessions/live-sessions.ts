@@ -5,7 +5,7 @@
  * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing; `LiveSocketSession` wires
  * one socket's session to them.
  */
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
 import { LiveError } from '../services/live-transcriber.js';

@@ -1,5 +1,5 @@
 /**
- * One WS /v1/realtime transcription session (the vendor's realtime protocol, voxd-api.md): session snapshots,
+ * One WS /v1/realtime transcription session (the vendor's realtime protocol, docs/api.md): session snapshots,
  * audio appends resampled from the declared rate to the model's, turns opened by the first append (manual mode)
  * or by the Silero VAD (`server_vad`), deltas from the model's streaming session as the text stabilises, and
  * `completed` when a turn is committed. Engine work goes through the scheduler on worker threads; the session

@@ -1,5 +1,5 @@
 /**
- * One WS /v1/audio/transcriptions/realtime session (voxd-api.md): a JSON configuration message, then binary PCM16
+ * One WS /v1/audio/transcriptions/realtime session (docs/api.md): a JSON configuration message, then binary PCM16
  * frames; the VAD cuts utterances and each one comes back as `delta` messages while it is decoded and a `complete`
  * message at its end. `{"action":"stop"}` finishes the utterance in progress and closes. Errors are
  * `{"error","status":"error"}`. Clients of the seed that send audio without a configuration get the defaults.

@@ -3,7 +3,7 @@
  * through the same HTTP toolkit as the API. The page learns the API's address from the configuration this server
  * writes into index.html, so nothing in the bundle names a host.
  */
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 import type { HttpReply } from '../http/reply.js';
 import { createHttpServer, type HttpLogger } from '../http/server.js';
 import { createTransport, type TransportPreference } from '../http/transports.js';

@@ -3,7 +3,7 @@
  * the functions the routes use, and answers with the shape of the audio, or how the file was refused. A file that
  * breaks FFmpeg or voxd's decoding code takes down this process only.
  */
-import { ApiError } from '../../src/http/errors.js';
+import { ApiError } from '../../src/errors.js';
 import { decodeAudio, decodeAudioChannels } from '../../src/services/audio/decode.js';
 import type { DecodeReply, DecodeRequest } from './audio-file.js';
 import { answerParent } from './worker-child.js';

@@ -3,9 +3,9 @@
  * ADTS AAC, Ogg Vorbis/Opus, WebM/Matroska, ...), down-mixed to mono float32 and resampled to the rate the
  * engine wants, or (separation) kept at the source's rate and channels. Bad input becomes a 400 `invalid_audio` that names the problem, with `param: "file"`.
  */
-import { decodeAudioNative, nativeErrorCode, type DecodeAudioOptions, type DecodedAudio } from '../../engines/audio-decoder.js';
+import { decodeAudioNative, type DecodeAudioOptions, type DecodedAudio } from '../../engines/audio-decoder.js';
 import type { PcmAudio } from '../../engines/types.js';
-import { ApiError } from '../../http/errors.js';
+import { apiErrorFromNative } from '../../errors.js';
 
 export type { DecodedAudio };
 
@@ -41,10 +41,6 @@ async function decodeChecked(data: Buffer, options: DecodeAudioOptions, signal: 
   try {
     return await decodeAudioNative(data, options, signal);
   } catch (error) {
-    const code = nativeErrorCode(error);
-    if (code === 'invalid_audio' || code === 'audio_too_long') {
-      throw new ApiError('invalid_audio', (error as Error).message, { param: 'file', cause: error });
-    }
-    throw error;
+    throw apiErrorFromNative(error, { codes: ['invalid_audio', 'audio_too_long'], param: 'file' });
   }
 }

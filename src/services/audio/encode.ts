@@ -13,8 +13,8 @@
  * | aac    | AAC-LC (FFmpeg's)      | ADTS          | audio/aac    | 7.35 to 96 kHz: the input's, else the nearest |
  * | pcm    | PCM s16le              | none (raw)    | audio/pcm    | the input's                                  |
  */
-import { createAudioEncoderNative, nativeErrorCode, type NativeEncoder } from '../../engines/audio-encoder.js';
-import { ApiError } from '../../http/errors.js';
+import { createAudioEncoderNative, type NativeEncoder } from '../../engines/audio-encoder.js';
+import { apiErrorFromNative } from '../../errors.js';
 
 export const AUDIO_FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
 export type AudioFormat = (typeof AUDIO_FORMATS)[number];
@@ -116,13 +116,11 @@ export function createEncoder(options: EncoderOptions): AudioEncoderStream {
   try {
     return new AudioEncoderStream(createAudioEncoderNative({ format, sampleRate, bitrate, streaming }));
   } catch (error) {
-    if (nativeErrorCode(error) === 'encoder_unavailable') {
-      throw new ApiError('invalid_request', `response_format ${format} is not available on this server: ${(error as Error).message}`, {
-        param: 'response_format',
-        cause: error,
-      });
-    }
-    throw error;
+    throw apiErrorFromNative(error, {
+      codes: ['encoder_unavailable'],
+      param: 'response_format',
+      describe: (message) => `response_format ${format} is not available on this server: ${message}`,
+    });
   }
 }
 

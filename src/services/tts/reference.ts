@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import { ApiError } from '../../http/errors.js';
+import { ApiError } from '../../errors.js';
 import { decodeAudio } from '../audio/decode.js';
 import { findLocalPath } from '../model-id.js';
 
