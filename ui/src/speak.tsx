@@ -9,15 +9,6 @@ import { decodeFirstChannel } from './waveform';
 
 const FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
 type Format = (typeof FORMATS)[number];
-const MIME_TYPES: Record<Format, string> = {
-  mp3: 'audio/mpeg',
-  wav: 'audio/wav',
-  flac: 'audio/flac',
-  ogg: 'audio/ogg',
-  opus: 'audio/ogg',
-  aac: 'audio/aac',
-  pcm: 'application/octet-stream',
-};
 
 /** Streamed playback needs MediaSource to take the stream's container as it arrives: MP3 here. */
 const canStream = typeof MediaSource !== 'undefined' && MediaSource.isTypeSupported('audio/mpeg');
@@ -109,7 +100,8 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
       const response = await apiFetch('/v1/audio/speech', { ...jsonBody(body), signal: controller.signal });
       const ignored = response.headers.get('x-voxd-ignored');
       const blob = streaming ? await playWhileArriving(response, setStreamUrl) : await response.blob();
-      const audio = new Blob([blob], { type: MIME_TYPES[format] });
+      // the server names each format's media type; the page keeps no table of its own
+      const audio = new Blob([blob], { type: response.headers.get('content-type') ?? '' });
       const filename = `${fileStem('voxd', model, voice || 'default')}.${format}`;
       setResult({ blob: audio, filename });
       setStreamUrl(null);
