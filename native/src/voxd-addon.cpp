@@ -1,8 +1,9 @@
 // Entry point of the voxd native addon: registers every class and function the TS layer sees
 // (typed in src/native/addon.ts, the single description of this surface).
 #include "voxd-async.h"
-#include "voxd-audio.h"
+#include "voxd-decode.h"
 #include "voxd-encode.h"
+#include "voxd-ffmpeg.h"
 #include "voxd-flite.h"
 #include "voxd-resample.h"
 #include "voxd-separate.h"
@@ -76,15 +77,23 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     llama_log_set(voxd_log_callback, nullptr);
     ggml_log_set(voxd_log_callback, nullptr);
 
+    voxd_ffmpeg_init(); // FFmpeg's log, for the decoder and the encoder
+
     auto * data = new voxd_addon_data(); // owned by the environment, freed by its finalizer
     env.SetInstanceData<voxd_addon_data>(data);
+
+    // Runs when this environment is torn down (a worker_thread ends, or the process exits at the end of its event
+    // loop; process.exit() skips it), after Node waited for the engine calls in flight and before it finalizes the
+    // objects JS still holds: stops and joins the engines' own threads, even those of an engine something still holds.
+    // It shares the thread registry with the instance data, so it works whichever of the two Node frees first.
+    env.AddCleanupHook([threads = data->threads]() { threads->stop_all(); });
 
     // one init per engine module; each exports its classes and functions
     voxd_export_class(env, exports, "AbortFlag", voxd_abort_flag::define(env));
     voxd_vad_init(env, exports);
     voxd_whisper_init(env, exports);
-    voxd_audio_init(env, exports);
-    voxd_encode_init(env, exports); // after voxd_audio_init: it installs FFmpeg's log callback
+    voxd_decode_init(env, exports);
+    voxd_encode_init(env, exports);
     voxd_sphinx_init(env, exports);
     voxd_flite_init(env, exports);
     voxd_resample_init(env, exports);

@@ -1,5 +1,7 @@
 #include "voxd-async.h"
+#include "voxd-executor.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -64,4 +66,25 @@ int64_t voxd_file_bytes(const std::string & path) {
     std::error_code error;
     const auto size = std::filesystem::file_size(path, error);
     return error ? 0 : (int64_t) size;
+}
+
+void voxd_env_threads::track(std::weak_ptr<voxd_executor> executor) {
+    // models come and go over a server's life: drop the entries of those already freed
+    m_executors.erase(std::remove_if(m_executors.begin(), m_executors.end(), [](const std::weak_ptr<voxd_executor> & e) { return e.expired(); }),
+                      m_executors.end());
+    m_executors.push_back(std::move(executor));
+}
+
+void voxd_env_threads::stop_all() noexcept {
+    for (const std::weak_ptr<voxd_executor> & weak : m_executors) {
+        // held while it stops: the engine cannot be freed (and the executor destroyed) under stop()
+        if (std::shared_ptr<voxd_executor> executor = weak.lock()) {
+            executor->stop();
+        }
+    }
+    m_executors.clear();
+}
+
+void voxd_track_executor(Napi::Env env, std::weak_ptr<voxd_executor> executor) {
+    env.GetInstanceData<voxd_addon_data>()->threads->track(std::move(executor));
 }

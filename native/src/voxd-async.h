@@ -18,13 +18,39 @@ struct voxd_error : std::runtime_error {
     voxd_error(std::string code, const std::string & message) : std::runtime_error(message), code(std::move(code)) {}
 };
 
+class voxd_executor;
+
+// What the addon keeps running in one environment beyond a call: the executor threads of its engines (a GGML TTS
+// model's). The environment's cleanup hook (voxd-addon.cpp) stops and joins them when the environment is torn down
+// (a worker_thread ends, or the process exits at the end of its event loop), whether JS, a finalizer that has not
+// run yet or a leaked reference still holds their engine, so no thread outlives its environment. Everything else the
+// addon owns in an environment is held by its JS objects and freed by their finalizers, which Node runs at teardown
+// too. JS thread only.
+class voxd_env_threads {
+public:
+    // Registers an executor; weak, so registering keeps nothing alive.
+    void track(std::weak_ptr<voxd_executor> executor);
+
+    // Stops and joins every executor still alive: each first finishes the tasks queued on it, later ones are refused.
+    void stop_all() noexcept;
+
+private:
+    std::vector<std::weak_ptr<voxd_executor>> m_executors;
+};
+
 // Per-environment state of the addon: the constructors of exported classes, so native code can create
-// instances (a worker resolving with a new object) and recognise its own objects among JS values.
+// instances (a worker resolving with a new object) and recognise its own objects among JS values; the threads the
+// environment's cleanup hook stops.
 struct voxd_addon_data {
     std::unordered_map<std::string, Napi::FunctionReference> classes;
+    // shared with the environment's cleanup hook: whichever of the two ends last frees it
+    std::shared_ptr<voxd_env_threads> threads = std::make_shared<voxd_env_threads>();
 
     Napi::Function class_of(const std::string & name) const { return classes.at(name).Value(); }
 };
+
+// Registers `executor` with the environment's cleanup hook (voxd_env_threads). JS thread only.
+void voxd_track_executor(Napi::Env env, std::weak_ptr<voxd_executor> executor);
 
 // Exports `ctor` as `exports[name]` and keeps it in the environment's voxd_addon_data.
 void voxd_export_class(Napi::Env env, Napi::Object exports, const char * name, Napi::Function ctor);

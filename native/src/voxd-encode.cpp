@@ -1,7 +1,5 @@
 #include "voxd-encode.h"
-#include "voxd-ffmpeg.h"
-
-#include "voxd-audio.h" // voxd_av_error_scope: FFmpeg's error lines as the reason in our messages
+#include "voxd-ffmpeg.h" // also voxd_av_error_scope: FFmpeg's error lines as the reason in our messages
 
 extern "C" {
 #include <libavcodec/avcodec.h>

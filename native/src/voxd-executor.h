@@ -1,8 +1,11 @@
 // A thread of its own that runs tasks one at a time, for engines whose calls come in many short pieces (a TTS frame
 // step). ggml's CPU backend keeps an OpenMP thread team per calling thread, so short calls made from whichever
 // libuv worker is free keep waking cold teams: a Pocket TTS frame took twice as long that way. Callers (libuv
-// workers) block in run() while the task runs here, so the work still counts as theirs.
+// workers) block in run() while the task runs here, so the work still counts as theirs. The thread ends with the
+// executor, or earlier when its environment is torn down (stop(), from the cleanup hook: voxd_env_threads).
 #pragma once
+
+#include "voxd-async.h"
 
 #include <condition_variable>
 #include <deque>
@@ -15,20 +18,28 @@ class voxd_executor {
 public:
     voxd_executor() : m_thread([this] { loop(); }) {}
 
-    ~voxd_executor() {
+    ~voxd_executor() { stop(); }
+
+    voxd_executor(const voxd_executor &)             = delete;
+    voxd_executor & operator=(const voxd_executor &) = delete;
+
+    // Runs the tasks queued so far, then ends the thread and joins it; run() refuses later tasks. Idempotent. Called
+    // by the destructor and by the environment's cleanup hook, which holds the executor meanwhile: never from a task,
+    // and never twice at once.
+    void stop() noexcept {
         {
             std::lock_guard<std::mutex> lock(m_mutex);
             m_stopping = true;
         }
         m_wake.notify_one();
-        m_thread.join();
+        if (m_thread.joinable()) {
+            m_thread.join();
+        }
     }
 
-    voxd_executor(const voxd_executor &)             = delete;
-    voxd_executor & operator=(const voxd_executor &) = delete;
-
     // Runs `task` on the executor's thread after the tasks queued before it; returns when it ended, rethrowing
-    // what it threw. Must not be called from a task (it would wait for itself).
+    // what it threw. Throws voxd_error "closed" once the executor is stopping. Must not be called from a task (it
+    // would wait for itself).
     void run(const std::function<void()> & task) {
         std::mutex done_mutex;
         std::condition_variable done_cv;
@@ -36,6 +47,9 @@ public:
         std::exception_ptr error;
         {
             std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_stopping) {
+                throw voxd_error("closed", "the engine was stopped: its JavaScript environment is shutting down");
+            }
             m_queue.emplace_back([&] {
                 try {
                     task();

@@ -1,4 +1,6 @@
-// RAII over the FFmpeg objects the decoder and the encoder both own: each deleter is the library's free function.
+// What the decoder (voxd-decode.cpp) and the encoder (voxd-encode.cpp) share of FFmpeg: RAII over the objects both
+// own (each deleter is the library's free function) and FFmpeg's log, whose error lines become the reason in our
+// error messages (voxd-ffmpeg.cpp).
 #pragma once
 
 extern "C" {
@@ -8,6 +10,7 @@ extern "C" {
 }
 
 #include <memory>
+#include <string>
 
 // An AVIOContext over our own buffer; avio may have replaced that buffer, so the current one is freed.
 struct voxd_avio_deleter {
@@ -34,3 +37,20 @@ using voxd_codec_ptr  = std::unique_ptr<AVCodecContext, voxd_codec_deleter>;
 using voxd_packet_ptr = std::unique_ptr<AVPacket, voxd_packet_deleter>;
 using voxd_frame_ptr  = std::unique_ptr<AVFrame, voxd_frame_deleter>;
 using voxd_swr_ptr    = std::unique_ptr<SwrContext, voxd_swr_deleter>;
+
+// Routes FFmpeg's log into voxd_av_error_scope: error lines only, never printed. Process-wide (FFmpeg has one log
+// callback); the addon's init calls it in every environment, which installs the same callback again.
+void voxd_ffmpeg_init();
+
+// Captures the last error line FFmpeg logs on this thread for the lifetime of the scope (FFmpeg's log prints
+// nothing; error lines only become the reason in our error messages).
+struct voxd_av_error_scope {
+    std::string last;
+    voxd_av_error_scope();
+    ~voxd_av_error_scope();
+    voxd_av_error_scope(const voxd_av_error_scope &)             = delete;
+    voxd_av_error_scope & operator=(const voxd_av_error_scope &) = delete;
+};
+
+// FFmpeg's own words for `err` (the last logged error line when there is one: it says more).
+std::string voxd_av_reason(int err, const voxd_av_error_scope & log);

@@ -23,7 +23,7 @@ struct supported_arch {
 };
 // Pocket TTS: a reference clip (at most 30 s, mtmd truncates it: 375 rows at 12.5 Hz), a text chunk (at most 50
 // tokens) and its frames (at most ceil((50 / 3 + 2) * 12.5) = 234) fit in 1024. Qwen3-TTS: one x-vector row, the
-// text and its frames, which 2048 bounds to about 160 s of audio per request (the speech route cuts input at
+// text and its frames, which 2048 bounds to about 160 s of audio per request (the speech service cuts input at
 // sentences).
 constexpr supported_arch k_supported[] = {
     { "pockettts", MTMD_GEN_AUDIO_TYPE_POCKETTTS, 1024 },
@@ -431,6 +431,8 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
             Napi::Object obj    = voxd_class(env, "TtsGgmlModel").New({});
             Unwrap(obj)->m_data = data;
             Unwrap(obj)->m_memory.set(env, (int64_t) llama_model_size(data->model.get()) + voxd_file_bytes(opt.mmproj));
+            // the executor's thread ends with the environment at the latest; aliasing: a weak reference to `data`
+            voxd_track_executor(env, std::shared_ptr<voxd_executor>(data, &data->executor));
             return obj;
         });
 }

@@ -44,7 +44,8 @@ struct voxd_tts_ggml_data {
     std::string variant; // the generator's model variant (e.g. "english"), "" when none
     int sample_rate = 0;
 
-    voxd_executor executor; // runs every generator step, one at a time (the contexts are not thread-safe)
+    voxd_executor executor; // runs every generator step, one at a time (the contexts are not thread-safe); stopped
+                            // by the environment's cleanup hook at the latest (voxd_env_threads)
 
     std::mutex pool_mutex;                  // guards free_seq_ids
     std::vector<llama_seq_id> free_seq_ids; // the context's sequences no request holds

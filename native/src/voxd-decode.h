@@ -1,6 +1,6 @@
-// Audio decoding with FFmpeg's libraries (libavformat, libavcodec, libswresample): a whole file held in
+// The audio decoder, with FFmpeg's libraries (libavformat, libavcodec, libswresample): a whole file held in
 // memory becomes float32 samples at the rate an engine wants (or the source's), down-mixed to mono or kept as
-// mono/stereo.
+// mono/stereo. What it shares with the encoder (RAII deleters, FFmpeg's error lines) is in voxd-ffmpeg.h.
 #pragma once
 
 #include "voxd-async.h"
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-struct voxd_audio_params {
+struct voxd_decode_params {
     int sample_rate    = 16000; // output rate, Hz; 0 = the source's (of its first frame)
     int channels       = 1;     // output channels: 1 = down-mixed to mono; 0 = the source's, at most 2 (more are down-mixed to stereo)
     double max_seconds = 0;     // > 0: fail with audio_too_long as soon as the decoded audio is longer
@@ -31,18 +31,7 @@ struct voxd_decoded_audio {
 // Decodes a whole in-memory file on the calling thread (never the JS thread: it takes milliseconds to seconds).
 // `data` is only read during the call. Throws voxd_error with code "invalid_audio", "audio_too_long" or
 // "aborted" (checked between packets).
-voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_audio_params & params, const voxd_abort_ptr & abort);
-
-// Captures the last error line FFmpeg logs on this thread for the lifetime of the scope (FFmpeg's log prints
-// nothing; error lines only become the reason in our error messages). Used by the decoder and the encoder.
-struct voxd_av_error_scope {
-    std::string last;
-    voxd_av_error_scope();
-    ~voxd_av_error_scope();
-};
-
-// FFmpeg's own words for `err` (the last logged error line when there is one: it says more).
-std::string voxd_av_reason(int err, const voxd_av_error_scope & log);
+voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_decode_params & params, const voxd_abort_ptr & abort);
 
 // JS: `decodeAudio(data: Uint8Array, { sampleRate, maxSeconds? }, abort?: AbortFlag) -> Promise<DecodedAudio>`.
-void voxd_audio_init(Napi::Env env, Napi::Object exports);
+void voxd_decode_init(Napi::Env env, Napi::Object exports);

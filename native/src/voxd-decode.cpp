@@ -1,4 +1,4 @@
-#include "voxd-audio.h"
+#include "voxd-decode.h"
 #include "voxd-ffmpeg.h"
 
 extern "C" {
@@ -11,52 +11,9 @@ extern "C" {
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-
-namespace {
-
-// ---- FFmpeg's log: never printed; error lines become the reason in our error messages ----
-
-// Where FFmpeg's error lines go on this thread while a decode runs on it; null otherwise.
-thread_local std::string * t_av_error = nullptr;
-
-void voxd_av_log(void * avcl, int level, const char * fmt, va_list vl) {
-    if (level > AV_LOG_ERROR || t_av_error == nullptr) {
-        return;
-    }
-    char line[256];
-    int print_prefix = 0; // no "[mp3 @ 0x...]" prefix: the message goes to a client
-    av_log_format_line2(avcl, level, fmt, vl, line, sizeof(line), &print_prefix);
-    std::string text(line);
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '.')) {
-        text.pop_back();
-    }
-    if (!text.empty()) {
-        *t_av_error = std::move(text);
-    }
-}
-
-} // namespace
-
-// (declared in voxd-audio.h: the encoder uses them too)
-voxd_av_error_scope::voxd_av_error_scope() {
-    t_av_error = &last;
-}
-voxd_av_error_scope::~voxd_av_error_scope() {
-    t_av_error = nullptr;
-}
-
-std::string voxd_av_reason(int err, const voxd_av_error_scope & log) {
-    if (!log.last.empty()) {
-        return log.last;
-    }
-    char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-    av_strerror(err, buf, sizeof(buf));
-    return buf;
-}
 
 namespace {
 
@@ -353,7 +310,7 @@ constexpr size_t voxd_max_reserve = (size_t) 1 << 22;
 
 } // namespace
 
-voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_audio_params & params, const voxd_abort_ptr & abort) {
+voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const voxd_decode_params & params, const voxd_abort_ptr & abort) {
     voxd_check_abort(abort);
     if (size == 0) {
         voxd_invalid_audio("the file is empty");
@@ -574,7 +531,7 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
         throw voxd_make_js_error(env, "invalid_argument", "decodeAudio(data, options): options must be an object");
     }
     Napi::Object options = info[1].As<Napi::Object>();
-    voxd_audio_params params;
+    voxd_decode_params params;
     Napi::Value rate = options.Get("sampleRate");
     if (rate.IsUndefined()) {
         params.sample_rate = 0; // the source's
@@ -629,8 +586,6 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
         });
 }
 
-void voxd_audio_init(Napi::Env env, Napi::Object exports) {
-    av_log_set_level(AV_LOG_ERROR);   // our callback below sees error lines only ...
-    av_log_set_callback(voxd_av_log); // ... and prints none of them
+void voxd_decode_init(Napi::Env env, Napi::Object exports) {
     exports.Set("decodeAudio", Napi::Function::New<voxd_decode_audio_js>(env, "decodeAudio"));
 }
