@@ -1,7 +1,7 @@
 /**
  * The hostile-client repros (`npm run bench:hostile`): starts a real server (`node dist/src/cli.js serve`) and
  * runs, against it, what once crashed, hung, filled memory or failed it, printing what it saw for each. The
- * assertions live in test/robustness.test.ts; this is the same set of probes (test/helpers/hostile.ts) run by hand,
+ * assertions live in test/server/robustness.test.ts; this is the same set of probes (test/helpers/hostile.ts) run by hand,
  * with the heavy ones (a 590 s separation, several concurrent FIFO references) the test suite leaves out.
  * The memory of live sessions has a soak of its own: `npm run bench:soak`.
  */

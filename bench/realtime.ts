@@ -359,7 +359,7 @@ console.log(
 );
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-realtime-'));
-const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
+const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});
 const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
 const base = `http://127.0.0.1:${server.port}`;
 try {

@@ -70,7 +70,7 @@ for (const target of model.targets) {
 await model.dispose();
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-separation-'));
-const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
+const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});
 const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
 const upload = encodeFloatWav(channels, RATE);
 const times: number[] = [];

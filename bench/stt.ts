@@ -51,7 +51,7 @@ async function benchDecoder(runs: number): Promise<void> {
 /** A voxd server on a loopback port whose default STT model is `sttModel`; `transcribe` posts jfk.wav to it. */
 async function withServer(label: string, sttModel: string, run: (transcribe: () => Promise<string>) => Promise<void>): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-'));
-  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache'), sttModel }, {});
+  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), sttModel }, {});
   const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
   const file = fs.readFileSync(JFK_WAV);
   const transcribe = async (): Promise<string> => {

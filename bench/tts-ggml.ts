@@ -131,7 +131,7 @@ type Speech = (body: Record<string, unknown>) => Promise<Buffer>;
 /** Runs `fn` against a server on a loopback port; `speech` posts one request for the model and returns its PCM. */
 async function withServer(paths: ModelPaths, fn: (speech: Speech) => Promise<void>): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-ggml-'));
-  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
+  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});
   const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
   quietEngine(); // the server set its own level
   const speech: Speech = async (body) => {

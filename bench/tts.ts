@@ -32,7 +32,7 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 }
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-'));
-const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), cacheDir: path.join(scratch, 'cache') }, {});
+const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});
 const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
 const speech = (body: Record<string, unknown>): Promise<Response> =>
   fetch(`http://127.0.0.1:${server.port}/v1/audio/speech`, {

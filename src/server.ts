@@ -3,13 +3,12 @@
  * (stop accepting, finish in-flight work, free models, flush logs).
  */
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
-import { sileroVadEngine } from './engines/silero-vad.js';
+import { shippedVadModel, sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
 import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { whisperEngine } from './engines/whisper.js';
-import { buildOfflineSileroModel } from './engines/silero/offline-model.js';
 import { createHttpServer } from './http/server.js';
 import { createTransport } from './http/transports.js';
 import type { Logger } from './logger.js';
@@ -25,6 +24,9 @@ import { defaultHubCacheDir, HubClient } from './services/hub.js';
 import { Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
 import { Scheduler } from './services/scheduler.js';
+import { SeparationService } from './services/separation.js';
+import { Transcriber } from './services/stt/transcriber.js';
+import { SpeechService } from './services/tts/speech.js';
 import { Synthesizer } from './services/tts/synthesizer.js';
 import { apiBaseFor, startUiServer, type RunningUi } from './ui/server.js';
 
@@ -59,7 +61,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     defaults: { stt: config.sttModel, tts: config.ttsModel, vad: config.vadModel },
     maxLoaded: config.maxLoadedModels,
     idleTtlMs: config.modelIdleTtl * 1000,
-    fallbacks: { [DEFAULT_VAD_MODEL]: () => buildOfflineSileroModel(config.cacheDir) },
+    fallbacks: { [DEFAULT_VAD_MODEL]: shippedVadModel },
     builtins: {
       [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) },
       [FLITE_MODEL_ID]: { task: 'tts', engine: FLITE_ENGINE, load: (id) => loadFliteModel(id) },
@@ -67,7 +69,25 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     },
   });
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
-  const context: RouteContext = { config, logger, metrics, registry, scheduler, readiness: { ready: false, error: null } };
+  const stt = new Transcriber({
+    registry,
+    scheduler,
+    vadModel: config.vadModel,
+    maxAudioSeconds: config.maxAudioSeconds,
+    liveDelayMs: config.realtimeTranscriptionDelayMs,
+  });
+  const tts = new SpeechService({
+    registry,
+    synthesizer: new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize }),
+    limits: {
+      maxInputChars: config.maxInputChars,
+      maxAudioSeconds: config.maxAudioSeconds,
+      maxUploadBytes: config.maxUploadMb * 1024 * 1024,
+      modelsDirs: config.modelsDirs,
+    },
+  });
+  const separation = new SeparationService({ registry, scheduler, maxSeconds: config.maxSeparationSeconds });
+  const context: RouteContext = { config, logger, metrics, registry, stt, tts, separation, readiness: { ready: false, error: null } };
 
   const { transport, uwsUnavailable } = createTransport(config.transport);
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
@@ -86,7 +106,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountOperationRoutes(http, context);
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
-  mountSpeechRoutes(http, context, new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize }));
+  mountSpeechRoutes(http, context);
   mountRealtimeRoutes(http, context);
   mountSeparationRoutes(http, context);
 

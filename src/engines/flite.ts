@@ -4,15 +4,14 @@
  * this model fails to load, with a message naming the package.
  *
  * `speed` is flite's own rate control (its duration stretch, so the pitch is kept). flite has no sampling, style
- * instructions or voice cloning: `temperature` and `max_tokens` are ignored, `instructions` and `ref_audio` are
- * refused (the route does it from `capabilities`; this module does it too for direct callers). Every English
- * `lang_code` is spoken with flite's US English lexicon and letter-to-sound rules. The text is normalised first
+ * instructions or voice cloning, as its `capabilities` say: the speech service drops or refuses those fields before
+ * a request gets here. Every English `lang_code` is spoken with flite's US English lexicon and letter-to-sound rules. The text is normalised first
  * (normaliseFliteText): libflite 2.2 corrupts its heap on some inputs.
  */
 import { availableParallelism } from 'node:os';
-import { ApiError, requestFieldOf, unavailableModelError, unloadedModelError } from '../errors.js';
+import { ApiError, unavailableModelError, unloadedModelError } from '../errors.js';
 import { loadNative, type NativeFliteModel } from '../native/addon.js';
-import { withCallbackAbort } from './native-abort.js';
+import { withCallbackAbort } from '../native/abort.js';
 import type { SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 
 /** The reserved model ID of the built-in voices. */
@@ -116,25 +115,12 @@ class FliteTtsModel implements TtsModel {
     const native = this.native;
     if (!native) throw unloadedModelError(this.id);
     const voice = this.resolveVoice(request.voice);
-    const language = request.language?.trim().toLowerCase();
-    if (language && !FLITE_LANGUAGES.includes(language)) {
-      const field = requestFieldOf('synthesis.language');
-      throw new ApiError('invalid_request', `model ${this.id} (flite) speaks English only; ${field} '${request.language}' is not supported`, {
-        input: 'synthesis.language',
-      });
-    }
-    if (request.instructions) {
-      throw new ApiError('invalid_request', `model ${this.id} (flite) does not take style instructions`, { input: 'synthesis.instructions' });
-    }
-    if (request.reference) {
-      const field = requestFieldOf('synthesis.reference');
-      throw new ApiError('invalid_request', `model ${this.id} (flite) cannot clone a voice from ${field}`, { input: 'synthesis.reference' });
-    }
     const speed = request.speed ?? 1;
     if (!Number.isFinite(speed) || speed < 0.25 || speed > 4) {
       throw new ApiError('invalid_request', `speed must be from 0.25 to 4 (got ${speed})`, { input: 'synthesis.speed' });
     }
-    // temperature and maxTokens are ignored: flite does not sample
+    // language, instructions, a reference and sampling settings are the speech service's to refuse or drop
+    // (capabilities): flite speaks English in its own voices and does not sample
 
     return withCallbackAbort(options.signal, options.onAudio, (flag, onAudio) =>
       native.synthesize(normaliseFliteText(request.text), { voice, speed }, onAudio, flag),

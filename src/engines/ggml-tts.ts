@@ -14,15 +14,15 @@
  *
  * Request fields: `max_tokens` bounds the frames, the `seed` extension makes the sampling reproducible,
  * `temperature` scales the sampling (default: the model's own; 0 the least randomness), `ref_audio` clones a voice,
- * `lang_code` picks the language among the family's; `ref_text` is ignored (both clone from audio alone);
- * `instructions` and `speed` other than 1 are a 400.
+ * `lang_code` picks the language among the family's; `ref_text` is ignored (both clone from audio alone); neither
+ * family takes style instructions (the speech service speaks without them and says so); `speed` other than 1 is a
+ * 400.
  */
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError, apiErrorFromNative, requestFieldOf, unloadedModelError } from '../errors.js';
 import { loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
-import { decodeAudioNative } from './audio-decoder.js';
-import { withCallbackAbort } from './native-abort.js';
+import { withCallbackAbort } from '../native/abort.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
 
 export const GGML_TTS_ENGINE = 'ggml-tts';
@@ -40,7 +40,7 @@ const ENGLISH_CODES = ['a', 'b', 'en', 'en-us', 'en-gb'];
 const FAMILIES: Readonly<Record<string, Family>> = {
   // English only: the language is the weight pack's
   pockettts: { label: 'Pocket TTS', languages: Object.fromEntries(ENGLISH_CODES.map((code) => [code, null])) },
-  // the seed's letters where the model has the language (not Hindi), and ISO 639-1 codes for all ten it has
+  // `lang_code`'s letters (docs/api.md) where the model has the language (not Hindi), and ISO 639-1 codes for all ten it has
   qwen3tts: {
     label: 'Qwen3-TTS',
     languages: {
@@ -203,7 +203,9 @@ async function loadVoiceClips(dir: string, sampleRate: number, clips: Map<string
     const data = await readFile(path.join(dir, name)).catch(() => null);
     if (!data || data.length === 0) continue;
     // files that are not audio (a README, a licence) are skipped,
-    const decoded = await decodeAudioNative(data, { sampleRate, maxSeconds: 60 }).catch(() => null);
+    const decoded = await loadNative()
+      .decodeAudio(data, { sampleRate, maxSeconds: 60 })
+      .catch(() => null);
     // nor are clips too short to clone a voice from
     if (decoded && decoded.samples.length >= MIN_REFERENCE_SECONDS * sampleRate) clips.set(id, { samples: decoded.samples, origin });
   }
@@ -302,15 +304,9 @@ class GgmlTtsModel implements TtsModel {
   /** The native request for `request`, or an ApiError naming the input the model does not take. */
   private nativeRequest(request: SynthesisRequest): NativeTtsGgmlRequest {
     const { label, languages } = this.family;
+    // the language was checked against `capabilities.languages` (these keys) by the speech service
     const code = request.language?.trim().toLowerCase();
-    const language = code ? languages[code] : null;
-    if (code && language === undefined) {
-      const field = requestFieldOf('synthesis.language');
-      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not speak ${field} '${request.language}'`, { input: 'synthesis.language' });
-    }
-    if (request.instructions) {
-      throw new ApiError('invalid_request', `model ${this.id} (${label}) does not take style instructions`, { input: 'synthesis.instructions' });
-    }
+    const language = (code && languages[code]) ?? null;
     if (request.speed !== undefined && request.speed !== 1) {
       throw new ApiError('invalid_request', `model ${this.id} (${label}) has no rate control; speed must be 1 (got ${request.speed})`, {
         input: 'synthesis.speed',

@@ -6,7 +6,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { loadNative, type NativeSeparationMethod } from '../native/addon.js';
-import { abortFlagFor } from './native-abort.js';
+import { abortFlagFor } from '../native/abort.js';
 import type { PcmAudio, SeparationTarget, SeparatorModel } from './types.js';
 
 /** The reserved model ID of the built-in separator. */

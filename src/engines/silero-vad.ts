@@ -1,11 +1,28 @@
 /**
  * Silero voice activity detection on whisper.cpp's VAD API (ggml files such as
- * `ggml-org/whisper-vad/ggml-silero-v6.2.0.bin`).
+ * `ggml-org/whisper-vad/ggml-silero-v6.2.0.bin`). That default model also ships with the package, built from the
+ * published ONNX weights at build time (scripts/build-vad-model.mjs), for when the hub is out of reach.
  */
+import { access } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { abortFlagFor } from '../native/abort.js';
 import { loadNative, type NativeVadModel, type NativeVadStream } from '../native/addon.js';
 import { readFileHead } from './file-head.js';
-import { abortFlagFor } from './native-abort.js';
 import type { Engine, ResolvedModel, SpeechSegment, VadModel, VadParams, VadStream } from './types.js';
+
+/** The shipped Silero VAD v6.2.0 (dist/models/, beside the compiled code). */
+export const SHIPPED_VAD_MODEL = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'models', 'ggml-silero-v6.2.0.bin');
+
+/** The shipped default VAD model's path; fails, saying how to build it, when this installation lacks it. */
+export async function shippedVadModel(): Promise<string> {
+  await access(SHIPPED_VAD_MODEL).catch((error: unknown) => {
+    throw new Error(`the default VAD model is missing from this installation (${SHIPPED_VAD_MODEL}): build it with node scripts/build-vad-model.mjs`, {
+      cause: error,
+    });
+  });
+  return SHIPPED_VAD_MODEL;
+}
 
 const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const MODEL_TYPE_PREFIX = 'silero';

@@ -5,12 +5,12 @@
  *
  * Transcripts match `pocketsphinx_continuous -infile`: the audio is cut into utterances on silence by the
  * decoder's own voice activity detection, one segment per utterance, lower-case words without punctuation.
- * `prompt` and `temperature` are ignored (pocketsphinx has neither prompt conditioning nor sampling); `language`
- * must be English; `maxTokens` keeps that many words.
+ * `prompt` and `temperature` are ignored (pocketsphinx has neither prompt conditioning nor sampling); it hears
+ * English only (its `capabilities`, which the speech-to-text service checks); `maxTokens` keeps that many words.
  */
-import { ApiError, unavailableModelError, unloadedModelError } from '../errors.js';
+import { unavailableModelError, unloadedModelError } from '../errors.js';
 import { loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxPoolStats, type NativeSphinxSegment } from '../native/addon.js';
-import { abortFlagFor } from './native-abort.js';
+import { abortFlagFor } from '../native/abort.js';
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';
 
@@ -75,24 +75,9 @@ class SphinxSttModel implements SttModel {
   /** `delayMs` opts into words of the open utterance: how long one must stay in the partial hypothesis. */
   readonly declaresDelay = true;
 
-  private checkLanguage(given: string | null | undefined): void {
-    const language = given?.trim().toLowerCase();
-    if (language && language !== 'en' && language !== 'english') {
-      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) transcribes US English only; language '${given}' is not supported`, {
-        input: 'transcription.language',
-      });
-    }
-  }
-
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.native;
     if (!native) throw unloadedModelError(this.id);
-    this.checkLanguage(options.language);
-    if (options.translate) {
-      throw new ApiError('invalid_request', `model ${this.id} (pocketsphinx) cannot translate; it transcribes US English only`, {
-        input: 'transcription.translate',
-      });
-    }
     const result = await native.transcribe(samples, abortFlagFor(options.signal));
     const maxWords = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
     const segments = truncateWords(result.segments, maxWords).map((segment, i) => toSegment(segment, i, options.wordTimestamps ?? false));
@@ -116,7 +101,6 @@ class SphinxSttModel implements SttModel {
   async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
     const native = this.native;
     if (!native) throw unloadedModelError(this.id);
-    this.checkLanguage(options.language);
     const stableBlocks = options.delayMs !== undefined ? Math.min(1000, Math.max(1, Math.round(options.delayMs / BLOCK_MS))) : 0;
     const stream = await native.openStream({ stableBlocks });
     // async: the native methods throw `closed` synchronously, callers expect a rejection

@@ -1,7 +1,8 @@
 /**
- * The interface every engine implements. An engine turns a model file (or a built-in) into a loaded model;
- * the model registry owns loaded models and the scheduler runs their work. Later engines (whisper STT,
- * TTS, separation) add their task-specific methods by extending `LoadedModel`.
+ * The interface every engine implements. An engine turns a model file (or a built-in) into a loaded model; the
+ * model registry owns loaded models and the scheduler runs their work. Each task's model (`SttModel`, `TtsModel`,
+ * `VadModel`, `SeparatorModel`) extends `LoadedModel` with its own methods and declares its `capabilities`, which
+ * the task's service checks requests against (engines do not check them again).
  */
 export type ModelTask = 'stt' | 'tts' | 'vad' | 'separation';
 
@@ -121,7 +122,7 @@ export interface StreamingOptions {
 }
 
 /**
- * A live transcription (the seed's `create_streaming_session` hook): audio goes in as it arrives, text comes out
+ * A live transcription (`SttModel.createStreamingSession`): audio goes in as it arrives, text comes out
  * as it stabilises. Deltas are never retracted: the turn's transcript is the concatenation of every delta that
  * `feed` and `finish` returned. Calls are made one at a time (the caller awaits each).
  */
@@ -159,20 +160,20 @@ export interface Voice {
   name: string;
 }
 
-/** One piece of text to speak (the speech route splits long input at sentence boundaries into several). */
+/** One piece of text to speak (the speech service splits long input at sentence boundaries into several). */
 export interface SynthesisRequest {
   text: string;
-  /** One of the model's voice IDs (the route resolves vendor names and defaults first). */
+  /** One of the model's voice IDs (the speech service resolves vendor names and defaults first). */
   voice: string;
   /** Playback speed multiplier, 0.25..4; 1 = the voice's natural rate. */
   speed: number;
-  /** The seed's `lang_code` (default `a`, American English). */
+  /** The request's `lang_code` (default `a`, American English; docs/api.md). */
   language?: string;
   temperature?: number;
   maxTokens?: number;
   /** Sampling seed (extension): the same seed and request give the same audio, on engines that sample. */
   seed?: number;
-  /** Style or emotion instruction (seed `instruct`, vendor `instructions`); only for `capabilities.instructions`. */
+  /** Style or emotion instruction (`instructions` or `instruct`); only for `capabilities.instructions`. */
   instructions?: string;
   /** Reference voice to clone (mono at the model's rate); only for `capabilities.cloning`. */
   reference?: { samples: Float32Array; text?: string };
@@ -188,7 +189,7 @@ export interface SynthesisOptions {
 export type BatchStepResult = { slot: number; samples: Float32Array } | { slot: number; error: Error };
 
 /**
- * Continuous batching (the seed's `create_tts_batch_session` hook): requests join and leave a running batch
+ * Continuous batching (`TtsModel.createBatchSession`): requests join and leave a running batch
  * between steps. The scheduler owns the session and calls it from one job at a time.
  */
 export interface TtsBatchSession {

@@ -5,9 +5,9 @@
 import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
 import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
-import { ApiError, unloadedModelError } from '../errors.js';
+import { unloadedModelError } from '../errors.js';
 import { readFileHead } from './file-head.js';
-import { withCallbackAbort } from './native-abort.js';
+import { withCallbackAbort } from '../native/abort.js';
 import type {
   Engine,
   ResolvedModel,
@@ -136,15 +136,8 @@ class WhisperSttModel implements SttModel {
 
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
-    if (options.translate && !this.capabilities.translate) {
-      throw new ApiError('invalid_request', `model ${this.id} is English-only and cannot translate`, { input: 'transcription.translate' });
-    }
+    // translation and the language were checked against `capabilities` by the speech-to-text service
     const language = options.language ? options.language.trim().toLowerCase() : null;
-    if (language && !this.info.multilingual && language !== 'en' && language !== 'english') {
-      throw new ApiError('invalid_request', `model ${this.id} is English-only; it cannot transcribe language '${options.language}'`, {
-        input: 'transcription.language',
-      });
-    }
     const wordTimestamps = options.wordTimestamps ?? false;
     const temperature = options.temperature ?? 0;
     const params: NativeWhisperParams = {

@@ -3,9 +3,20 @@
  * Streams honour backpressure: `write()` resolves once the transport can take more, so producers slow down to the
  * client's pace. How a stalled client is kept, and for how long, is the transport's (MAX_STALL_SECONDS).
  */
-import type { ApiError } from '../errors.js';
+import { ApiError } from '../errors.js';
 import { errorEnvelope } from './errors.js';
 import type { ResponseChannel } from './transport.js';
+
+/** How `HttpReply.stream` frames what it sends. */
+export type StreamFraming = 'sse' | 'ndjson' | 'bytes';
+
+const FRAMED_CONTENT_TYPES = { sse: 'text/event-stream', ndjson: 'application/x-ndjson' } as const;
+
+const FRAMES: Record<StreamFraming, (item: Uint8Array | string | object) => Uint8Array | string> = {
+  sse: (event) => `data: ${JSON.stringify(event)}\n\n`,
+  ndjson: (value) => JSON.stringify(value) + '\n',
+  bytes: (chunk) => chunk as Uint8Array | string,
+};
 
 export interface ReplyOptions {
   /** Headers every response carries (request id, CORS); they survive `error()`. */
@@ -97,9 +108,10 @@ export class HttpReply {
   }
 
   /** Sends the whole body (none when omitted, e.g. after `status(204)`). */
-  send(body?: Uint8Array | string, contentType?: string): void {
+  send(body?: Uint8Array | string, contentType?: string, headers: Record<string, string> = {}): void {
     if (this.aborted) return;
     if (contentType !== undefined) this.header('content-type', contentType);
+    for (const [name, value] of Object.entries(headers)) this.header(name, value);
     this.#assertPending();
     const bytes = typeof body === 'string' ? Buffer.from(body) : (body ?? EMPTY);
     this.#state = 'finished';
@@ -137,20 +149,29 @@ export class HttpReply {
   }
 
   /**
-   * Writes `pieces` as one base64 text into a stream (e.g. inside a JSON string), piece by piece: a large binary
-   * value never becomes one string, which Node caps at about 512 MiB.
+   * Answers with `source` as a streamed body, framed as Server-Sent Events (`data:` events of JSON values), NDJSON
+   * (a JSON value per line) or raw bytes, writing at the client's pace. A failure after the stream began ends an
+   * SSE or NDJSON stream with the error envelope as its last event and cuts a byte stream (its client can only see
+   * a truncated transfer); either way it is rethrown, for the server to log. A client that leaves stops the source.
    */
-  async writeBase64(pieces: Iterable<Uint8Array>): Promise<void> {
-    let carry: Buffer = Buffer.alloc(0);
-    for (const piece of pieces) {
-      const bytes = carry.length > 0 ? Buffer.concat([carry, piece]) : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
-      // base64 encodes 3 bytes at a time: a remainder waits for the next piece, so no padding lands mid-text
-      const whole = bytes.length - (bytes.length % 3);
-      await this.write(bytes.subarray(0, whole).toString('base64'));
-      carry = bytes.subarray(whole);
-      if (this.aborted) return;
+  async stream(framing: 'bytes', source: AsyncIterable<Uint8Array | string>, headers: Record<string, string>): Promise<void>;
+  async stream(framing: 'sse' | 'ndjson', source: AsyncIterable<object>, headers?: Record<string, string>): Promise<void>;
+  async stream(framing: StreamFraming, source: AsyncIterable<Uint8Array | string | object>, headers: Record<string, string> = {}): Promise<void> {
+    const frame = FRAMES[framing];
+    this.startStream(200, framing === 'bytes' ? headers : { 'content-type': FRAMED_CONTENT_TYPES[framing], 'cache-control': 'no-cache', ...headers });
+    try {
+      for await (const item of source) {
+        await this.write(frame(item));
+        if (this.aborted) break;
+      }
+    } catch (error) {
+      if (framing !== 'bytes' && !this.aborted) {
+        await this.write(frame(errorEnvelope(ApiError.from(error))));
+        this.end();
+      }
+      throw error;
     }
-    await this.write(carry.toString('base64'));
+    this.end();
   }
 
   /** Ends a stream, or answers with no body when nothing was sent yet. No-op when already finished or aborted. */
@@ -180,4 +201,20 @@ export class HttpReply {
   #assertPending(): void {
     if (this.#state !== 'pending') throw new Error('the response was already sent');
   }
+}
+
+/**
+ * `pieces` as one base64 text, a string at a time (e.g. a binary value inside a streamed JSON string): a large
+ * value never becomes one string, which Node caps at about 512 MiB.
+ */
+export function* base64Text(pieces: Iterable<Uint8Array>): Generator<string> {
+  let carry: Buffer = Buffer.alloc(0);
+  for (const piece of pieces) {
+    const bytes = carry.length > 0 ? Buffer.concat([carry, piece]) : Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
+    // base64 encodes 3 bytes at a time: a remainder waits for the next piece, so no padding lands mid-text
+    const whole = bytes.length - (bytes.length % 3);
+    yield bytes.subarray(0, whole).toString('base64');
+    carry = bytes.subarray(whole);
+  }
+  yield carry.toString('base64');
 }

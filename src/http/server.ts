@@ -66,6 +66,11 @@ export interface HttpServer {
 
 const CLIENT_CLOSED_REQUEST = 499;
 
+/** An error that reports stopped work: an AbortError, or a native call that saw its abort flag (code `aborted`). */
+function isAbort(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'AbortError' || (error as { code?: unknown }).code === 'aborted');
+}
+
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { logger } = options;
   const allowedOrigins = options.allowedOrigins ?? ['*'];
@@ -140,12 +145,16 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     throw new Error(`the handler of ${match.route.method} ${match.route.pattern} returned without ${reply.streaming ? 'ending its stream' : 'responding'}`);
   }
 
+  /**
+   * Answers a handler's failure: its error envelope, or a cut connection when a byte stream already began. Work
+   * stopped because the client left (or the server interrupted it) is nobody's error: there is no one to answer.
+   */
   function fail(error: unknown, request: HttpRequest, reply: HttpReply): void {
     const context = { err: error, requestId: request.id, method: request.method, path: request.path };
-    const reportsAbort = error instanceof Error && error.name === 'AbortError';
-    if (!(error instanceof ApiError) && !(reply.aborted && reportsAbort)) logger.error(context, 'request failed');
-    else if (reply.sent && !reply.aborted) logger.warn(context, 'request failed after its response began; connection aborted');
-    reply.error(ApiError.from(error)); // a no-op once the client is gone
+    if (reply.aborted && isAbort(error)) return;
+    if (reply.sent && !reply.aborted) logger.warn(context, 'request failed after its response began');
+    else if (!(error instanceof ApiError)) logger.error(context, 'request failed');
+    reply.error(ApiError.from(error)); // a no-op once the client is gone or the response finished
   }
 
   return {

@@ -2,13 +2,11 @@
  * Picks the transport at start: uWebSockets.js when its native binary loads for this Node ABI and libc (it is the
  * faster one), else node:http; `--transport` forces either. The choice is named in the start-up log line.
  */
+import type { TransportPreference } from '../config.js';
 import { createNodeTransport } from './node-transport.js';
 import type { Transport } from './transport.js';
 import { loadUws } from './uws.js';
 import { createUwsTransport } from './uws-transport.js';
-
-export type TransportPreference = 'auto' | 'uws' | 'node';
-export const TRANSPORT_PREFERENCES: readonly TransportPreference[] = ['auto', 'uws', 'node'];
 
 /** The transport, and why uWS is not it when it could have been (null when it is, or node was asked for). */
 export function createTransport(preference: TransportPreference): { transport: Transport; uwsUnavailable: string | null } {

@@ -2,15 +2,19 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../services/metrics.js';
 import type { ModelRegistry } from '../services/registry.js';
-import type { Scheduler } from '../services/scheduler.js';
+import type { SeparationService } from '../services/separation.js';
+import type { Transcriber } from '../services/stt/transcriber.js';
+import type { SpeechService } from '../services/tts/speech.js';
 
-/** What route modules get from the composition root: services only, never the addon or uWS. */
+/** What route modules get from the composition root: services only, never the addon or a transport. */
 export interface RouteContext {
   config: Config;
   logger: Logger;
   metrics: Metrics;
   registry: ModelRegistry;
-  scheduler: Scheduler;
+  stt: Transcriber;
+  tts: SpeechService;
+  separation: SeparationService;
   /** Ready once `--preload` models are loaded. */
   readiness: { ready: boolean; error: string | null };
 }

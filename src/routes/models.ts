@@ -8,7 +8,7 @@ import type { RouteContext } from './context.js';
 
 const loadBody = z.object({ model_name: z.string().min(1) });
 
-/** `model_name` from the query (the seed's form) or from a JSON body `{"model_name": ...}`. */
+/** `model_name` from the query or from a JSON body `{"model_name": ...}` (docs/api.md, "Models"). */
 async function modelName(req: HttpRequest, jsonLimitBytes: number): Promise<string> {
   const fromQuery = req.query.get('model_name');
   const raw = fromQuery ?? (req.header('content-type') ? (await req.json(loadBody, jsonLimitBytes)).model_name : '');

@@ -15,9 +15,9 @@ const MAX_EVENT_BYTES = Math.ceil((MAX_APPEND_BYTES * 4) / 3) + 64 * 1024;
 /** uWS pings idle sockets; a peer that answers nothing for this long is gone. */
 const IDLE_TIMEOUT_SECONDS = 120;
 
-export function mountRealtimeRoutes(http: HttpServer, { config, registry, scheduler, logger, metrics }: RouteContext): void {
+export function mountRealtimeRoutes(http: HttpServer, { config, registry, stt, logger, metrics }: RouteContext): void {
   const sessions = new LiveSessions({ maxSessions: config.maxRealtimeSessions, idleTimeoutSeconds: config.realtimeIdleTimeout }, metrics, logger);
-  const engines = { registry, scheduler, sessions, logger, vadModel: config.vadModel, delayMs: config.realtimeTranscriptionDelayMs };
+  const engines = { stt, registry, sessions, logger };
 
   http.websocket<RealtimeSession>(
     '/v1/realtime',

@@ -1,6 +1,6 @@
 /**
  * Renderings of a transcription result in the vendor's response formats (docs/api.md, "POST
- * /v1/audio/transcriptions"): json, text, srt, vtt, verbose_json and ndjson, plus the streamed NDJSON and SSE events.
+ * /v1/audio/transcriptions"): json, text, srt, vtt, verbose_json and ndjson, and the records of a streamed one.
  */
 import type { TranscriptionResult, TranscriptionSegment } from '../engines/types.js';
 import { languageName } from '../services/languages.js';
@@ -18,7 +18,8 @@ export interface RenderOptions {
 
 const PLAIN_TEXT = 'text/plain; charset=utf-8';
 
-function usage(result: TranscriptionResult): { type: 'duration'; seconds: number } {
+/** The vendor's usage block of a transcription: the seconds of audio, rounded up. */
+export function transcriptUsage(result: TranscriptionResult): { type: 'duration'; seconds: number } {
   return { type: 'duration', seconds: Math.ceil(result.duration) };
 }
 
@@ -44,9 +45,9 @@ function timestamp(seconds: number, decimalMark: ',' | '.'): string {
   return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${decimalMark}${pad(ms % 1000, 3)}`;
 }
 
-/** One streamed/NDJSON line per segment (seed shape). */
-export function segmentLine(segment: TranscriptionSegment, language: string): string {
-  return JSON.stringify({ text: segment.text, start: segment.start, end: segment.end, is_final: true, language }) + '\n';
+/** A segment as one NDJSON line holds it, streamed or whole (docs/api.md). */
+export function segmentRecord(segment: TranscriptionSegment, language: string): object {
+  return { text: segment.text, start: segment.start, end: segment.end, is_final: true, language };
 }
 
 export function renderTranscript(format: TranscriptFormat, result: TranscriptionResult, options: RenderOptions): { body: string; contentType: string } {
@@ -73,19 +74,10 @@ export function renderTranscript(format: TranscriptFormat, result: Transcription
       const body: Record<string, unknown> = { task: options.task, language: languageName(result.language), duration: result.duration, text: result.text };
       if (options.segments) body.segments = result.segments.map(vendorSegment);
       if (options.words) body.words = result.segments.flatMap((s) => s.words ?? []);
-      body.usage = usage(result);
+      body.usage = transcriptUsage(result);
       return { body: JSON.stringify(body), contentType: 'application/json' };
     }
     case 'ndjson':
-      return { body: result.segments.map((s) => segmentLine(s, result.language)).join(''), contentType: 'application/x-ndjson' };
+      return { body: result.segments.map((s) => JSON.stringify(segmentRecord(s, result.language)) + '\n').join(''), contentType: 'application/x-ndjson' };
   }
-}
-
-/** SSE events of the vendor SDKs' streaming transcription. */
-export function sseDelta(delta: string): string {
-  return `data: ${JSON.stringify({ type: 'transcript.text.delta', delta })}\n\n`;
-}
-
-export function sseDone(result: TranscriptionResult): string {
-  return `data: ${JSON.stringify({ type: 'transcript.text.done', text: result.text, usage: usage(result) })}\n\n`;
 }

@@ -33,7 +33,8 @@ export interface ModelInfo {
   size_bytes?: number;
 }
 
-export interface ModelLease<M extends LoadedModel = LoadedModel> {
+/** A model held for one request or session; `using` releases it when the scope ends. Releasing twice is harmless. */
+export interface ModelLease<M extends LoadedModel = LoadedModel> extends Disposable {
   readonly model: M;
   release(): void;
 }
@@ -123,14 +124,12 @@ export class ModelRegistry {
       throw new ApiError('invalid_model', `model ${rawId} is a ${model.task} model; this endpoint needs a ${task} model`, { param: 'model' });
     }
     let released = false;
-    return {
-      model: model as M,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.releaseEntry(entry);
-      },
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      this.releaseEntry(entry);
     };
+    return { model: model as M, release, [Symbol.dispose]: release };
   }
 
   /** The loaded model of `task` that finished loading last (the model a client most likely chose with POST /v1/models). */

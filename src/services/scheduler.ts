@@ -13,8 +13,12 @@
  * frees: the head item takes every waiting item with the same batch key along, up to the batch's size, and one
  * call runs them all.
  */
+import type { LoadedModel } from '../engines/types.js';
 import { ApiError } from '../errors.js';
 import { Gauge, type Metrics } from './metrics.js';
+
+/** What the scheduler reads of a model: its queue's name and how many of its jobs may run at once. */
+export type ScheduledModel = Pick<LoadedModel, 'id' | 'concurrency'>;
 
 export interface SchedulerOptions {
   maxQueue: number;
@@ -92,11 +96,11 @@ export class Scheduler {
 
   /**
    * Admits one request of `model`, or throws 503 `queue_full` when the model already holds its running capacity
-   * plus --max-queue requests. `modelConcurrency` lowers the server's per-model limit for engines that use every
-   * core in one job. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
+   * plus --max-queue requests. A model's own `concurrency` lowers the server's per-model limit for engines that use
+   * every core in one job. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
    * never refused and not counted.
    */
-  admit(model: string, modelConcurrency?: number, { exempt = false } = {}): Admission {
+  admit({ id: model, concurrency: modelConcurrency }: ScheduledModel, { exempt = false } = {}): Admission {
     const queue = this.queueOf(model, modelConcurrency);
     if (!exempt && queue.admitted >= queue.limit + this.options.maxQueue) {
       if (queue.holders === 0 && queue.running === 0) this.queues.delete(model);
@@ -126,9 +130,9 @@ export class Scheduler {
   }
 
   /** Runs `job` for `model` as a request of its own when a slot is free; see `admit`. */
-  async run<T>(model: string, job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal, modelConcurrency?: number): Promise<T> {
+  async run<T>(model: ScheduledModel, job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) throw new AbortedError();
-    const admission = this.admit(model, modelConcurrency);
+    const admission = this.admit(model);
     try {
       return await admission.run(job, signal);
     } finally {

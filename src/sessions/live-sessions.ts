@@ -8,7 +8,7 @@
 import { ApiError } from '../errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
-import { LiveError } from '../services/live-transcriber.js';
+import { LiveError } from '../services/stt/live-transcriber.js';
 import { Counter, Gauge, Histogram, type Metrics } from '../services/metrics.js';
 
 /** Messages one session may have waiting for the engine: two of the largest appends (15 MiB of audio as base64). */

@@ -11,13 +11,13 @@ import type { Logger } from '../logger.js';
 import {
   DEFAULT_TURN_DETECTION,
   LiveError,
-  LiveTranscriber,
   type CompletedTurn,
-  type LiveContext,
   type LiveSettings,
+  type LiveTranscriber,
   type TurnDetection,
   type TurnListener,
-} from '../services/live-transcriber.js';
+} from '../services/stt/live-transcriber.js';
+import type { Transcriber } from '../services/stt/transcriber.js';
 import { LiveSocketSession, type LiveSessions } from './live-sessions.js';
 
 /** The rate of `audio/pcm` input when the client declares none (the vendor's). */
@@ -28,7 +28,8 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 /** The vendor's limit for the audio of one append. */
 export const MAX_APPEND_BYTES = 15 * 1024 * 1024;
 
-export interface RealtimeContext extends Omit<LiveContext, 'noModelHint'> {
+export interface RealtimeContext {
+  stt: Transcriber;
   sessions: LiveSessions;
   logger: Logger;
   /** --realtime-model, used when neither the query nor session.update names one. */
@@ -65,11 +66,11 @@ export class RealtimeSession extends LiveSocketSession {
     super(connection, context.sessions, '/v1/realtime', `sess_${randomUUID().replace(/-/g, '').slice(0, 20)}`);
     this.family = family;
     const settings: LiveSettings = { model: queryModel ?? context.defaultModel, language: null, prompt: null, rate: DEFAULT_INPUT_RATE, turnDetection: null };
-    this.transcriber = new LiveTranscriber(
-      { ...context, noModelHint: 'pass ?model=, set it with session.update, or start the server with --realtime-model' },
+    this.transcriber = context.stt.live(
       settings,
       this.turnEvents(),
       this.abort.signal,
+      'pass ?model=, set it with session.update, or start the server with --realtime-model',
     );
     this.emit(family === 'ga' ? 'session.created' : 'transcription_session.created', { session: this.snapshot() });
   }

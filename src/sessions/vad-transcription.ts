@@ -2,20 +2,23 @@
  * One WS /v1/audio/transcriptions/realtime session (docs/api.md): a JSON configuration message, then binary PCM16
  * frames; the VAD cuts utterances and each one comes back as `delta` messages while it is decoded and a `complete`
  * message at its end. `{"action":"stop"}` finishes the utterance in progress and closes. Errors are
- * `{"error","status":"error"}`. Clients of the seed that send audio without a configuration get the defaults.
+ * `{"error","status":"error"}`. Clients that send audio without a configuration get the defaults.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
-import { DEFAULT_TURN_DETECTION, LiveError, LiveTranscriber, type CompletedTurn, type LiveContext } from '../services/live-transcriber.js';
 import type { ModelRegistry } from '../services/registry.js';
+import { DEFAULT_TURN_DETECTION, LiveError, type CompletedTurn, type LiveTranscriber } from '../services/stt/live-transcriber.js';
+import type { Transcriber } from '../services/stt/transcriber.js';
 import { LiveSocketSession, type LiveSessions } from './live-sessions.js';
 
 /** Largest binary frame: the vendor's limit for one append of audio. */
 export const MAX_FRAME_BYTES = 15 * 1024 * 1024;
 
-export interface VadTranscriptionContext extends Omit<LiveContext, 'noModelHint'> {
+export interface VadTranscriptionContext {
+  stt: Transcriber;
+  /** Names the most recently loaded STT model, which serves when the client names none. */
   registry: ModelRegistry;
   sessions: LiveSessions;
   logger: Logger;
@@ -96,8 +99,7 @@ export class VadTranscriptionSession extends LiveSocketSession {
     const config = parsed.data;
     const model = config.model ?? this.context.registry.latestLoaded('stt') ?? this.context.defaultModel;
     this.streaming = config.streaming;
-    this.transcriber = new LiveTranscriber(
-      { ...this.context, noModelHint: 'name one in the configuration message, load one with POST /v1/models, or start the server with --stt-model' },
+    this.transcriber = this.context.stt.live(
       { model, language: config.language ?? null, prompt: null, rate: config.sample_rate, turnDetection: DEFAULT_TURN_DETECTION },
       {
         opened: () => undefined,
@@ -109,6 +111,7 @@ export class VadTranscriptionSession extends LiveSocketSession {
         completed: (turn) => this.complete(turn),
       },
       this.abort.signal,
+      'name one in the configuration message, load one with POST /v1/models, or start the server with --stt-model',
     );
     this.phase = 'transcribing';
     // a model that cannot load is an API error: fatal, the session has nothing to do

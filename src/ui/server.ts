@@ -6,7 +6,8 @@
 import { ApiError } from '../errors.js';
 import type { HttpReply } from '../http/reply.js';
 import { createHttpServer, type HttpLogger } from '../http/server.js';
-import { createTransport, type TransportPreference } from '../http/transports.js';
+import type { TransportPreference } from '../config.js';
+import { createTransport } from '../http/transports.js';
 import { loadUiAssets, pickEncoding, type UiAsset } from './assets.js';
 
 /** What the page reads from index.html (ui/src/api.ts has the same shape). */

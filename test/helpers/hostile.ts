@@ -1,6 +1,6 @@
 /**
  * What a hostile or unlucky client does to a running voxd, each as a probe that returns what it saw: the
- * regression tests of test/robustness.test.ts assert on these, and bench/hostile.ts prints them against a server
+ * regression tests of test/server/robustness.test.ts assert on these, and bench/hostile.ts prints them against a server
  * of its own.
  */
 import net from 'node:net';

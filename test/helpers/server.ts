@@ -25,10 +25,7 @@ export async function startTestServer(
   const scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-server-test-'));
   const logDir = path.join(scratch, 'logs');
   const hubCache = path.join(scratch, 'hub');
-  const config = resolveConfig(
-    { host: '127.0.0.1', port: 0, logDir, cacheDir: path.join(scratch, 'voxd-cache'), transport: transportUnderTest(), ...flags },
-    {},
-  );
+  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir, transport: transportUnderTest(), ...flags }, {});
   const logger = createLogger({ logDir, level: 'info', console: false });
   const server = await startServer(config, logger, { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: hubCache, ...env });
   scope.after(async () => {

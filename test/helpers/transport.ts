@@ -2,7 +2,8 @@
  * The transport the HTTP and WebSocket tests run on: VOXD_TRANSPORT (`uws`, `node`), else voxd's own choice
  * (`auto`). `npm test` runs those suites once more on node:http (scripts/test.mjs).
  */
-import { createTransport, TRANSPORT_PREFERENCES, type TransportPreference } from '../../src/http/transports.js';
+import { TRANSPORT_PREFERENCES, type TransportPreference } from '../../src/config.js';
+import { createTransport } from '../../src/http/transports.js';
 import type { Transport } from '../../src/http/transport.js';
 
 export function transportUnderTest(): TransportPreference {

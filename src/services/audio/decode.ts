@@ -1,13 +1,16 @@
 /**
  * Uploaded audio files to samples: any container and codec the native decoder reads (WAV, MP3, FLAC, MP4/M4A,
  * ADTS AAC, Ogg Vorbis/Opus, WebM/Matroska, ...), down-mixed to mono float32 and resampled to the rate the
- * engine wants, or (separation) kept at the source's rate and channels. Bad input becomes a 400 `invalid_audio` that names the problem, with `param: "file"`.
+ * engine wants, or (separation) kept at the source's rate and channels. The decoder is FFmpeg's libavformat,
+ * libavcodec and libswresample in the native addon, on a libuv worker thread. Bad input becomes a 400
+ * `invalid_audio` that names the problem, with `param: "file"`.
  */
-import { decodeAudioNative, type DecodeAudioOptions, type DecodedAudio } from '../../engines/audio-decoder.js';
 import type { PcmAudio } from '../../engines/types.js';
 import { apiErrorFromNative } from '../../errors.js';
+import { abortFlagFor } from '../../native/abort.js';
+import { loadNative, type NativeDecodeAudioOptions, type NativeDecodedAudio } from '../../native/addon.js';
 
-export type { DecodedAudio };
+export type DecodedAudio = NativeDecodedAudio;
 
 export interface DecodeOptions {
   /** Output rate, Hz: 16000 for speech recognition. */
@@ -37,7 +40,12 @@ export async function decodeAudioChannels(data: Buffer, options: Omit<DecodeOpti
   return { channels, sampleRate: decoded.sampleRate };
 }
 
-async function decodeChecked(data: Buffer, options: DecodeAudioOptions, signal: AbortSignal | undefined): Promise<DecodedAudio> {
+/** The native decoder as it is: rejects with a NativeError coded `invalid_audio`, `audio_too_long`, `aborted` or `invalid_argument`. */
+export function decodeAudioNative(data: Uint8Array, options: NativeDecodeAudioOptions, signal?: AbortSignal): Promise<DecodedAudio> {
+  return loadNative().decodeAudio(data, options, abortFlagFor(signal));
+}
+
+async function decodeChecked(data: Buffer, options: NativeDecodeAudioOptions, signal: AbortSignal | undefined): Promise<DecodedAudio> {
   try {
     return await decodeAudioNative(data, options, signal);
   } catch (error) {

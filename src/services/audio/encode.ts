@@ -13,8 +13,8 @@
  * | aac    | AAC-LC (FFmpeg's)      | ADTS          | audio/aac    | 7.35 to 96 kHz: the input's, else the nearest |
  * | pcm    | PCM s16le              | none (raw)    | audio/pcm    | the input's                                  |
  */
-import { createAudioEncoderNative, type NativeEncoder } from '../../engines/audio-encoder.js';
 import { apiErrorFromNative } from '../../errors.js';
+import { loadNative, type NativeAudioEncoder } from '../../native/addon.js';
 
 export const AUDIO_FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
 export type AudioFormat = (typeof AUDIO_FORMATS)[number];
@@ -69,11 +69,11 @@ export class AudioEncoderStream {
   readonly outputSampleRate: number;
   readonly streaming: boolean;
   readonly contentType: string;
-  private readonly native: NativeEncoder;
+  private readonly native: NativeAudioEncoder;
   private tail: Promise<void> = Promise.resolve();
   private pending = 0;
 
-  constructor(native: NativeEncoder) {
+  constructor(native: NativeAudioEncoder) {
     this.native = native;
     this.format = native.format;
     this.sampleRate = native.sampleRate;
@@ -114,7 +114,7 @@ export class AudioEncoderStream {
 export function createEncoder(options: EncoderOptions): AudioEncoderStream {
   const { format, sampleRate, bitrate, streaming = true } = options;
   try {
-    return new AudioEncoderStream(createAudioEncoderNative({ format, sampleRate, bitrate, streaming }));
+    return new AudioEncoderStream(new (loadNative().AudioEncoder)({ format, sampleRate, bitrate, streaming }));
   } catch (error) {
     throw apiErrorFromNative(error, {
       codes: ['encoder_unavailable'],

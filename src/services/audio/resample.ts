@@ -8,7 +8,7 @@
  * to about 0.81 of it, at least 90 dB of attenuation beyond about 1.03 of it); about 2 ms of delay. Equal rates
  * are a plain copy.
  */
-import { createResamplerNative, type NativeResampler } from '../../engines/resampler.js';
+import { loadNative, type NativeResampler } from '../../native/addon.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -43,7 +43,7 @@ export class StreamResampler {
 
   /** Throws a NativeError coded `invalid_argument` unless both rates are integers from 1000 to 384000 Hz. */
   constructor(inputRate: number, outputRate: number) {
-    this.#native = createResamplerNative(inputRate, outputRate);
+    this.#native = new (loadNative().Resampler)({ inputRate, outputRate });
     this.inputRate = inputRate;
     this.outputRate = outputRate;
   }

@@ -1,5 +1,5 @@
 /**
- * Runs TTS requests on a model by one of the three paths of the seed's rule 3:
+ * Runs TTS requests on a model by one of three paths (docs/architecture.md, "Text-to-speech paths"):
  *  - continuous batching, for non-streaming requests the model's batch-session hook supports: requests join a
  *    running session between its steps and leave it when done, at most --tts-max-batch-size at a time;
  *  - fixed-window batching, for models with a batch call: requests queued while the model is busy are grouped
@@ -47,7 +47,7 @@ export class Synthesizer {
    */
   async speak(model: TtsModel, pieces: SynthesisRequest[], { signal, onAudio, onPieceEnd }: SpeakOptions = {}): Promise<Float32Array[]> {
     if (signal?.aborted) throw new AbortedError();
-    const admission = this.options.scheduler.admit(model.id, model.concurrency);
+    const admission = this.options.scheduler.admit(model);
     // one failed piece ends the request: the pieces still waiting must not run for nobody
     const failed = new AbortController();
     const speakPiece = async (request: SynthesisRequest, index: number): Promise<Float32Array> => {
@@ -158,7 +158,7 @@ class ContinuousBatch {
     this.running = true;
     // the loop holds one of the model's scheduler slots, so other work on the model queues behind it; it serves
     // requests already admitted, so it is never refused
-    const admission = this.options.scheduler.admit(this.model.id, this.model.concurrency, { exempt: true });
+    const admission = this.options.scheduler.admit(this.model, { exempt: true });
     admission
       .run(() => this.loop())
       .catch((error: unknown) => {

@@ -1,0 +1,388 @@
+/**
+ * The web interface in a real browser: Debian's chromium driven by playwright-core against `voxd serve --start-ui`
+ * (free ports, built-in models, the transport under test). Each view's flow runs as a person would click it; the
+ * microphone is Chromium's fake capture device playing the JFK clip. Every request the page makes is recorded and
+ * must go to the UI's or the API's own address. Screenshots of every view (desktop and 360 px, light and dark)
+ * land in dist/ui-screenshots/.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type BrowserContext, type Download, type Page } from 'playwright-core';
+import { ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
+import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
+import { transportUnderTest } from '../helpers/transport.js';
+
+const SCREENSHOTS = path.join(ROOT, 'dist', 'ui-screenshots');
+const DRUMS = path.join(SHARED, 'audio', 'music', 'loop_amen.flac');
+/** "had he married a more amiable woman he might have been made still more respectable than he was": a clip the
+ * built-in recognizer reads well (6 s; its JFK transcript is too poor to look for words in). */
+const SPEECH = path.join(SHARED, 'audio', 'speech', 'librivox-0920.wav');
+const SPOKEN_WORDS = /amiable|respectable/i;
+const WAIT_MS = 30_000;
+
+/** Chromium from the system (scripts/system-deps.mjs installs Debian's package for `npm test`). */
+function chromiumPath(): string {
+  for (const name of ['chromium', 'chromium-browser']) {
+    try {
+      return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();
+    } catch {
+      // try the next name
+    }
+  }
+  throw new Error('chromium is not installed: `npm test` installs it (apt-get install chromium) when run as root on Debian');
+}
+
+interface Served {
+  proc: CliProcess;
+  api: string;
+  ui: string;
+}
+
+/**
+ * `voxd serve --start-ui` on free ports, its API open only to the UI's origin (CORS and the WebSocket origin check
+ * both apply); resolves once both answer.
+ */
+async function serveWithUi(scope: { after(fn: () => Promise<void>): void }, scratch: string): Promise<Served> {
+  const [apiPort, uiPort] = [await freePort(), await freePort()];
+  const api = `http://127.0.0.1:${apiPort}`;
+  const ui = `http://127.0.0.1:${uiPort}`;
+  const args = ['serve', '--host', '127.0.0.1', '--port', String(apiPort), '--start-ui', '--ui-host', '127.0.0.1', '--ui-port', String(uiPort)];
+  args.push('--allowed-origins', ui, '--transport', transportUnderTest(), '--log-dir', path.join(scratch, 'logs'), '--vad-model', SILERO_V6);
+  const proc = spawnCli(scope, args, cliEnv(scratch));
+  await waitHealthy(api, proc);
+  return { proc, api, ui };
+}
+
+/** Four screenshots of what the page shows now: desktop and 360 px wide, light and dark. */
+async function screenshots(page: Page, name: string): Promise<void> {
+  const original = page.viewportSize()!;
+  for (const [width, size] of [
+    [1280, 'desktop'],
+    [360, 'mobile'],
+  ] as const) {
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.setViewportSize({ width, height: width === 360 ? 740 : 800 });
+      await page.emulateMedia({ colorScheme: scheme });
+      await page.waitForTimeout(100); // waveforms redraw on resize
+      await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-${size}-${scheme}.png`), fullPage: true });
+    }
+  }
+  await page.setViewportSize(original);
+  await page.emulateMedia({ colorScheme: 'light' });
+}
+
+/** Shows a view as a person would: its tab. */
+async function showView(page: Page, name: RegExp): Promise<void> {
+  await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name }).click();
+}
+
+/** A file that is not audio at all. */
+const NOT_AUDIO = { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('not audio at all\n') };
+
+async function downloaded(download: Download): Promise<Buffer> {
+  const file = await download.path();
+  return fs.readFileSync(file);
+}
+
+describe('web interface in chromium', { timeout: 180_000 }, () => {
+  let scratch: string;
+  let served: Served;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const requested: string[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+
+  before(async () => {
+    scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-ui-test-'));
+    fs.mkdirSync(SCREENSHOTS, { recursive: true });
+    served = await serveWithUi({ after: (fn) => cleanups.push(fn) }, scratch);
+    browser = await chromium.launch({
+      executablePath: chromiumPath(),
+      args: [
+        '--use-fake-ui-for-media-stream',
+        '--use-fake-device-for-media-stream',
+        `--use-file-for-fake-audio-capture=${SPEECH}`,
+        '--autoplay-policy=no-user-gesture-required',
+      ],
+    });
+    context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    page.on('request', (request) => requested.push(request.url()));
+    page.on('websocket', (socket) => requested.push(socket.url()));
+  });
+
+  after(async () => {
+    await browser?.close();
+    for (const cleanup of cleanups) await cleanup();
+    await fsp.rm(scratch, { recursive: true, force: true });
+  });
+
+  it('speaks: streamed playback, a downloadable file, and a history that survives a reload', async () => {
+    await page.goto(`${served.ui}/#speak`);
+    await page.locator('#speak-voice option').first().waitFor({ state: 'attached', timeout: WAIT_MS });
+    assert.match(await page.locator('#speak-count').innerText(), /\/ 4,096 characters/);
+    const [speech] = await Promise.all([page.waitForRequest(/\/v1\/audio\/speech$/), page.getByRole('button', { name: 'Generate' }).click()]);
+    assert.equal((speech.postDataJSON() as { stream: boolean }).stream, true, 'mp3 plays while it is synthesised');
+    const download = page.getByRole('link', { name: /^Download mp3/ });
+    /** The MP3 the player holds, checked against the one the download link saves. */
+    const generated = async (): Promise<number> => {
+      const audio = await page.locator('audio[aria-label="Generated speech"]').evaluate(async (element: HTMLAudioElement) => {
+        const bytes = new Uint8Array(await (await fetch(element.src)).arrayBuffer());
+        return { size: bytes.length, head: [...bytes.subarray(0, 3)] };
+      });
+      assert.ok(audio.size > 2000, `the player's source holds ${audio.size} bytes`);
+      assert.ok(String.fromCharCode(...audio.head) === 'ID3' || audio.head[0] === 0xff, `MP3 bytes: ${audio.head.join(',')}`);
+      const [file] = await Promise.all([page.waitForEvent('download'), download.click()]);
+      assert.match(file.suggestedFilename(), /^voxd-tts-1-\w+-\d{8}-\d{6}\.mp3$/);
+      assert.equal((await downloaded(file)).length, audio.size);
+      return audio.size;
+    };
+    await download.waitFor({ timeout: WAIT_MS });
+    const first = await generated();
+
+    // a second streamed generation plays its own stream (the player used to keep the first file and never attach it)
+    await page.evaluate(() => {
+      const counted = window as unknown as { streamsAttached: number };
+      const attach = MediaSource.prototype.addSourceBuffer;
+      counted.streamsAttached = 0;
+      MediaSource.prototype.addSourceBuffer = function (this: MediaSource, type: string) {
+        counted.streamsAttached++;
+        return attach.call(this, type);
+      };
+    });
+    await page.locator('#speak-text').fill('A second request, streamed like the first one, with words of its own.');
+    await page.getByRole('button', { name: 'Generate' }).click();
+    await page.locator('.history li').first().filter({ hasText: 'A second request' }).waitFor({ timeout: WAIT_MS });
+    assert.equal(await page.evaluate(() => (window as unknown as { streamsAttached: number }).streamsAttached), 1, 'the stream reached the player');
+    assert.notEqual(await generated(), first, 'the second download is the second audio');
+    await page.locator('#view-speak canvas.waveform').first().waitFor({ timeout: WAIT_MS });
+    await screenshots(page, 'speak');
+
+    await page.reload();
+    await page.locator('.history li').first().waitFor({ timeout: WAIT_MS });
+    assert.match(await page.locator('.history li').first().innerText(), /A second request/);
+    assert.match(await page.locator('.history').innerText(), /Hello from voxd/);
+  });
+
+  it('speak: Stop ends a stream and says so; the voices come back with the API', async () => {
+    await page.locator('#speak-voice option').first().waitFor({ state: 'attached', timeout: WAIT_MS });
+    const text = page.locator('#speak-text');
+    await text.fill('A longer text, so that there is time to stop it while it streams. '.repeat(30));
+    await text.press('Control+Enter');
+    await page.getByRole('button', { name: 'Stop' }).click();
+    await page
+      .locator('#view-speak .status')
+      .filter({ hasText: /^Stopped$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.equal(await page.locator('audio[aria-label="Generated speech"]').count(), 0, 'no half-played stream is left');
+
+    // the API goes away: the voices are asked again, fail, and Generate has no voice to send
+    await page.route(`${served.api}/**`, (route) => route.abort());
+    await page.locator('.server .dot.down').waitFor({ timeout: WAIT_MS });
+    const voicesError = page.locator('#speak-voice-error');
+    await voicesError.filter({ hasText: /Cannot reach/ }).waitFor({ timeout: WAIT_MS });
+    assert.equal(await page.locator('#speak-voice option').count(), 0);
+    assert.ok(await page.getByRole('button', { name: 'Generate' }).isDisabled(), 'no voice, nothing to send');
+    assert.ok(await voicesError.evaluate((note) => note.closest('.field') === null), 'the error sits under the row, not in the Voice field');
+    await page.unroute(`${served.api}/**`);
+    await page.locator('.server .dot.ready').waitFor({ timeout: WAIT_MS });
+    await page.locator('#speak-voice option').first().waitFor({ state: 'attached', timeout: WAIT_MS });
+    await voicesError.waitFor({ state: 'hidden' });
+    assert.ok(await page.getByRole('button', { name: 'Generate' }).isEnabled());
+  });
+
+  it('shows an API error next to the control that caused it (an unknown voice)', async () => {
+    await page.goto(`${served.ui}/#speak`);
+    await page.locator('#speak-voice option').first().waitFor({ state: 'attached', timeout: WAIT_MS });
+    await page.locator('#speak-text').fill('Hello from voxd.');
+    await page.locator('#speak-voice').evaluate((select: HTMLSelectElement) => select.add(new Option('nobody', 'nobody')));
+    await page.locator('#speak-voice').selectOption('nobody');
+    await page.getByRole('button', { name: 'Generate' }).click();
+    const error = page.locator('#speak-error');
+    await error.waitFor({ state: 'visible', timeout: WAIT_MS });
+    assert.match(await error.innerText(), /unknown voice 'nobody'/);
+    assert.equal(await error.locator('.error-code').innerText(), 'code: invalid_request');
+    assert.equal(await error.getAttribute('role'), 'alert');
+    await screenshots(page, 'speak-error');
+  });
+
+  it('transcribes an upload, seeks from a segment and exports txt, srt, vtt and json', async () => {
+    await page.goto(`${served.ui}/#speak`);
+    await page.locator('#speak-text').fill('Kept while another view is shown.');
+    await showView(page, /^Transcribe/);
+    const view = page.locator('#view-transcribe');
+    const picker = view.locator('input[type=file]');
+    await picker.setInputFiles(SPEECH);
+    await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
+    const segment = page.locator('.segment').first();
+    await segment.waitFor({ timeout: WAIT_MS });
+    assert.match(await page.locator('.segments').innerText(), SPOKEN_WORDS);
+    const last = page.locator('.segment').last();
+    await last.click();
+    const time = await page.locator('audio[aria-label="Uploaded audio"]').evaluate((element: HTMLAudioElement) => element.currentTime);
+    assert.ok(time > 0, `clicking the last segment seeks the audio (at ${time} s)`);
+
+    const exports: Record<string, (text: string) => void> = {
+      txt: (text) => {
+        assert.match(text, SPOKEN_WORDS);
+        assert.doesNotMatch(text, /-->/);
+      },
+      srt: (text) => assert.match(text, /^1\r?\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\r?\n/),
+      vtt: (text) => assert.match(text, /^WEBVTT\s[\s\S]*\d\d:\d\d\.\d{3} --> /),
+      json: (text) => assert.ok(Array.isArray((JSON.parse(text) as { segments: unknown[] }).segments)),
+    };
+    const asked: string[] = [];
+    const onRequest = (request: { url(): string }): void => void (request.url().includes('/v1/audio/') && asked.push(request.url()));
+    page.on('request', onRequest);
+    for (const [extension, check] of Object.entries(exports)) {
+      const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Export .${extension}` }).click()]);
+      assert.ok(file.suggestedFilename().endsWith(`.${extension}`), file.suggestedFilename());
+      check((await downloaded(file)).toString('utf8'));
+    }
+    page.off('request', onRequest);
+    assert.deepEqual(asked, [], 'exports come from the transcript the page holds, not from transcribing again');
+    await screenshots(page, 'transcribe');
+
+    // every view keeps what it holds while another is shown
+    await showView(page, /^Speak/);
+    assert.equal(await page.locator('#speak-text').inputValue(), 'Kept while another view is shown.');
+    await showView(page, /^Transcribe/);
+    assert.match(await view.locator('.segments').innerText(), SPOKEN_WORDS);
+
+    // a new file clears the old transcript, and a failed one leaves none behind its error
+    await picker.setInputFiles(NOT_AUDIO);
+    assert.equal(await view.locator('.segments').count(), 0);
+    await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
+    await page.locator('#transcribe-error').waitFor({ state: 'visible', timeout: WAIT_MS });
+    assert.equal(await view.locator('.segments').count(), 0);
+    assert.doesNotMatch(await view.locator('.status').innerText(), /segment/);
+
+    // over the server's upload limit: refused before a byte is sent
+    const big = path.join(scratch, 'too-big.wav');
+    fs.writeFileSync(big, '');
+    fs.truncateSync(big, 105 * 1024 * 1024); // sparse: no disk written
+    await picker.setInputFiles(big);
+    assert.equal(await page.locator('#transcribe-error').innerText(), 'too-big.wav is 105 MiB; this server takes up to 100 MiB');
+    assert.ok(await page.getByRole('button', { name: 'Transcribe', exact: true }).isDisabled());
+  });
+
+  it('transcribes the microphone live over /v1/realtime', async () => {
+    await page.goto(`${served.ui}/#live`);
+    const sockets: string[] = [];
+    page.on('websocket', (socket) => sockets.push(socket.url()));
+    await page.getByRole('button', { name: /Start live transcription/ }).click();
+    await page.getByRole('button', { name: /Stop/ }).waitFor({ timeout: WAIT_MS });
+    // the fake device loops the clip from wherever it was when the page opened it: a whole reading comes round
+    await page.locator('.turns li.done').filter({ hasText: SPOKEN_WORDS }).first().waitFor({ timeout: 45_000 });
+    assert.ok(
+      sockets.some((url) => url.startsWith(`${served.api.replace('http', 'ws')}/v1/realtime`)),
+      sockets.join(' '),
+    );
+    const level = Number(await page.getByRole('meter', { name: 'Microphone level' }).getAttribute('aria-valuenow'));
+    assert.ok(level >= 0);
+    await screenshots(page, 'live');
+
+    // the session goes on behind another view, and its tab says so
+    const liveTab = page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: /^Live/ });
+    await showView(page, /^Speak/);
+    assert.match((await liveTab.textContent()) ?? '', /running/);
+    await showView(page, /^Live/);
+    await page.getByRole('button', { name: /Stop/ }).click();
+    await page.getByRole('button', { name: /Start live transcription/ }).waitFor({ timeout: WAIT_MS });
+    assert.doesNotMatch((await liveTab.textContent()) ?? '', /running/);
+  });
+
+  it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {
+    await page.goto(`${served.ui}/#separate`);
+    const view = page.locator('#view-separate');
+    await view.locator('input[type=file]').setInputFiles(DRUMS);
+    await page.locator('#separate-description').fill('drums');
+    await page.getByRole('button', { name: 'Separate' }).click();
+    await page.getByRole('link', { name: 'Download residual WAV' }).waitFor({ timeout: WAIT_MS });
+    assert.equal(await view.locator('audio').count(), 3, 'input, target and residual players');
+    for (const name of ['Download target WAV', 'Download residual WAV']) {
+      const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name }).click()]);
+      const bytes = await downloaded(file);
+      assert.equal(bytes.subarray(0, 4).toString('latin1'), 'RIFF', name);
+      assert.equal(bytes.subarray(8, 12).toString('latin1'), 'WAVE', name);
+    }
+    await view.locator('canvas.waveform').nth(2).waitFor({ timeout: WAIT_MS });
+    await screenshots(page, 'separate');
+
+    // a failed separation leaves no earlier stems under its error
+    await view.locator('input[type=file]').setInputFiles(NOT_AUDIO);
+    await page.getByRole('button', { name: 'Separate' }).click();
+    await page.locator('#separate-error').waitFor({ state: 'visible', timeout: WAIT_MS });
+    assert.equal(await page.getByRole('link', { name: 'Download residual WAV' }).count(), 0);
+    assert.doesNotMatch(await view.locator('.status').innerText(), /Extracted/);
+  });
+
+  it('loads and unloads models, the list following the server', async () => {
+    await page.goto(`${served.ui}/#models`);
+    const row = page.locator('tr[data-model="spectral"]');
+    await row.waitFor({ timeout: WAIT_MS });
+    const badge = row.locator('.badge');
+    await badge.filter({ hasText: /^loaded$/ }).waitFor({ timeout: WAIT_MS }); // the separation loaded it
+    await row.getByRole('button', { name: 'Unload spectral' }).click();
+    await badge.filter({ hasText: /^not loaded$/ }).waitFor({ timeout: WAIT_MS });
+    const listed = (await (await fetch(`${served.api}/v1/models`)).json()) as { data: { id: string }[] };
+    assert.ok(!listed.data.some((model) => model.id === 'spectral'), 'the server unloaded it');
+    await row.getByRole('button', { name: 'Load spectral' }).click();
+    await badge.filter({ hasText: /^loaded$/ }).waitFor({ timeout: WAIT_MS });
+    // a model with a file shows its size, a built-in one none
+    assert.match(await page.locator(`tr[data-model="${SILERO_V6}"] .model-size`).innerText(), /^\d+(\.\d)? (KiB|MiB)$/);
+    assert.equal(await row.locator('.model-size').innerText(), '—');
+
+    await page.locator('#model-id').fill('/nonexistent/model.bin');
+    await page.getByRole('button', { name: 'Load', exact: true }).click();
+    const error = page.locator('#model-form-error');
+    await error.waitFor({ state: 'visible', timeout: WAIT_MS });
+    assert.match(await error.innerText(), /code: \w+$/, 'the envelope code is shown');
+    await screenshots(page, 'models');
+
+    // 360 px wide: no view scrolls sideways
+    await page.setViewportSize({ width: 360, height: 740 });
+    for (const view of ['speak', 'transcribe', 'live', 'separate', 'models']) {
+      await page.evaluate((id) => (location.hash = id), view);
+      await page.locator(`#view-${view}`).waitFor({ state: 'visible' });
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 360, `#${view} is ${width} px wide at 360 px`);
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it('sent no request to any host but the UI and the API', () => {
+    const own = [served.ui, served.api, served.api.replace('http', 'ws')];
+    const foreign = requested.filter((url) => !url.startsWith('blob:') && !url.startsWith('data:') && !own.some((base) => url.startsWith(base + '/')));
+    assert.deepEqual(foreign, []);
+    assert.ok(requested.length > 10);
+  });
+
+  it('`voxd ui --api-url` drives a server on another port (CORS *), and says so when that server goes away', async (t) => {
+    const [apiPort, uiPort] = [await freePort(), await freePort()];
+    const api = `http://127.0.0.1:${apiPort}`;
+    const common = ['--host', '127.0.0.1', '--transport', transportUnderTest(), '--log-dir', path.join(scratch, 'logs-standalone')];
+    const server = spawnCli(t, ['serve', '--port', String(apiPort), ...common], cliEnv(scratch));
+    await waitHealthy(api, server);
+    const standalone = spawnCli(t, ['ui', '--port', String(uiPort), '--api-url', api, ...common], cliEnv(scratch));
+    const ui = `http://127.0.0.1:${uiPort}`;
+    await pollUntil(ui, '/', (status) => status === 200, 15_000, standalone);
+    await page.goto(`${ui}/#models`);
+    await page.locator('tr[data-model="sphinx"]').waitFor({ timeout: WAIT_MS });
+    await page.locator('.server .dot.ready').waitFor({ timeout: WAIT_MS });
+    assert.match(await page.locator('.server').innerText(), new RegExp(`127\\.0\\.0\\.1:${apiPort}\\b`));
+
+    server.child.kill('SIGTERM');
+    await server.waitExit(10_000);
+    const banner = page.locator('.banner.error');
+    await banner.waitFor({ timeout: WAIT_MS });
+    assert.match(await banner.innerText(), new RegExp(`Cannot reach the voxd server at ${api.replace(/\./g, '\\.')}`));
+    await screenshots(page, 'server-down');
+  });
+});
