@@ -1,13 +1,15 @@
 /**
  * Hugging Face hub client: downloads repository files into the cache layout the Python tools share
  * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and LFS sha256s,
- * honours HF_TOKEN and offline mode, and reports progress. Only Node built-ins (global fetch).
+ * honours HF_TOKEN and offline mode, and reports progress. Processes sharing the cache (pods on one volume included)
+ * download each blob once, under a file lock per blob. Only Node built-ins (global fetch).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { acquireFileLock, isNotFound, type LockOwner } from './file-lock.js';
 
 export interface HubLogger {
   info(obj: object, msg?: string): void;
@@ -359,10 +361,44 @@ export class HubClient {
     return waitForShared(shared, signal, download.subject);
   }
 
-  /** Downloads into `{etag}.incomplete` (resuming what is there), verifies, then renames into place. */
+  /**
+   * Downloads the blob once across the processes sharing the cache: under the file lock `{etag}.lock`, so that one
+   * that waited for it finds the blob complete, or downloads it itself (resuming what a failed or crashed owner left).
+   */
   private async downloadBlob(download: BlobDownload, signal: AbortSignal): Promise<void> {
-    if (fs.existsSync(download.blobPath)) return;
+    const isComplete = (): boolean => fs.existsSync(download.blobPath);
+    if (isComplete()) return;
     await fsp.mkdir(path.dirname(download.blobPath), { recursive: true });
+    for (;;) {
+      const lock = await acquireFileLock(`${download.blobPath}.lock`, {
+        signal,
+        isDone: isComplete,
+        onWait: (owner) => this.logWaiting(download.subject, owner),
+      });
+      if (lock === null) return;
+      try {
+        if (isComplete()) return;
+        await this.downloadUnderLock(download, AbortSignal.any([signal, lock.lost]));
+        return;
+      } catch (error) {
+        if (!lock.lost.aborted || signal.aborted) throw error;
+        this.options.logger?.warn(
+          { repo: download.subject.repo, file: download.subject.file },
+          `another process took over the download of ${subjectName(download.subject)} (this one stalled); waiting for it`,
+        );
+      } finally {
+        await lock.release();
+      }
+    }
+  }
+
+  private logWaiting(subject: Subject, owner: LockOwner | null): void {
+    const who = owner === null ? 'another process' : `pid ${owner.pid} on ${owner.hostname}`;
+    this.options.logger?.info({ repo: subject.repo, file: subject.file, owner }, `waiting for ${who} to finish downloading ${subjectName(subject)}`);
+  }
+
+  /** Downloads into `{etag}.incomplete` (resuming what is there), verifies, then renames into place. */
+  private async downloadUnderLock(download: BlobDownload, signal: AbortSignal): Promise<void> {
     const incompletePath = `${download.blobPath}.incomplete`;
     const partialSize = await sizeOf(incompletePath);
     if (partialSize !== download.size) {
@@ -380,11 +416,13 @@ export class HubClient {
     // A server that ignores Range answers 200 with the whole file: start over
     const resumeFrom = response.status === 206 ? offset : 0;
     const progress = new DownloadProgress(this.options, download, resumeFrom);
-    const handle = await fsp.open(incompletePath, resumeFrom > 0 ? 'a' : 'w');
+    // Writes at explicit offsets: an owner wrongly taken for dead that writes on until it notices writes the same bytes
+    // at the same offsets as its successor, never any at a wrong place
+    const handle = await fsp.open(incompletePath, resumeFrom > 0 ? 'r+' : 'w');
     let written = resumeFrom;
     try {
       for await (const chunk of response.body ?? []) {
-        await handle.write(chunk);
+        await handle.write(chunk, 0, chunk.byteLength, written);
         written += chunk.byteLength;
         if (written > download.size) break; // verifyDownload rejects it; no need to take in more
         progress.update(written);
@@ -429,10 +467,6 @@ function subjectName(subject: Subject): string {
 function causeMessage(error: unknown): string {
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
   return cause instanceof Error ? cause.message : String(cause);
-}
-
-function isNotFound(error: unknown): boolean {
-  return (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
 }
 
 function readdirOrEmpty(dir: string): string[] {

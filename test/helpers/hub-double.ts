@@ -2,7 +2,8 @@
  * A local stand-in for the Hugging Face hub, serving repos registered from local files with the hub's public URL and
  * header layout: `/{repo}/resolve/{rev}/{path}` (HEAD/GET, ranges), LFS files redirected to a CDN (another path, or a
  * second server on another port, so another origin), `/api/models/{repo}[/revision/{rev}]` and `/api/models/{repo}/tree/{rev}`.
- * It records every request and injects faults (truncated transfers, ignored ranges, corrupt bytes, slow chunks).
+ * It records every request and injects faults (truncated transfers, ignored ranges, corrupt bytes, slow chunks, a
+ * transfer held in the middle).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -41,6 +42,8 @@ export interface FileFaults {
   corruptByteAt?: number;
   /** Pause between chunks of content. */
   chunkDelayMs?: number;
+  /** After this many body bytes of each GET, wait for `until` before sending the rest: a transfer caught in the middle. */
+  pauseAt?: { bytes: number; until: Promise<unknown> };
 }
 
 export interface RecordedRequest {
@@ -228,10 +231,15 @@ export class HubDouble {
     const cutAt = faults.truncateAfterBytes !== undefined && truncateTimes > 0 ? faults.truncateAfterBytes : body.length;
     if (cutAt < body.length) faults.truncateTimes = truncateTimes - 1;
     const chunkSize = this.options.chunkSize ?? DEFAULT_CHUNK_SIZE;
-    for (let offset = 0; offset < Math.min(cutAt, body.length) && !res.destroyed; offset += chunkSize) {
-      const chunk = body.subarray(offset, Math.min(offset + chunkSize, cutAt));
+    const { pauseAt } = faults;
+    for (let offset = 0; offset < Math.min(cutAt, body.length) && !res.destroyed;) {
+      // A chunk ends where the transfer pauses, if it pauses inside it
+      const pauseEnd = pauseAt !== undefined && pauseAt.bytes > offset ? pauseAt.bytes : Infinity;
+      const end = Math.min(offset + chunkSize, cutAt, pauseEnd);
       // The callback runs once the bytes are handed to the socket, so a truncation still delivers them
-      await new Promise<void>((resolve) => res.write(chunk, () => resolve()));
+      await new Promise<void>((resolve) => res.write(body.subarray(offset, end), () => resolve()));
+      offset = end;
+      if (offset === pauseAt?.bytes) await pauseAt.until;
       if (faults.chunkDelayMs) await delay(faults.chunkDelayMs);
     }
     if (cutAt < body.length) res.socket?.destroy();
