@@ -30,6 +30,7 @@ if (probe.status !== 0) {
 // the suites by what they need: unit (no model, no server: the fast loop), engines (models, no server), server
 // (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it
 const SUITE_DIRS = ['unit', 'engines', 'server'];
+const TEST_TIMEOUT_MS = 300_000;
 const testDir = path.join(root, 'dist', 'test');
 const only = process.argv.slice(2);
 const files = SUITE_DIRS.flatMap((dir) =>
@@ -75,7 +76,9 @@ function run(label, testFiles, env) {
   step(`running ${testFiles.length} test files (${label})`);
   const tapFile = path.join(root, 'dist', `test-results-${label.replace(/\W+/g, '-')}.tap`);
   const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tapFile}`];
-  const result = spawnSync(process.execPath, ['--test', ...reporters, '--test-timeout=120000', ...testFiles], { cwd: root, stdio: 'inherit', env });
+  // the limit guards against hangs; node applies it to each file as a whole too, and the longest files (the GGML
+  // TTS engine, every decoder format) take about a minute and a half on a quiet 2-core machine
+  const result = spawnSync(process.execPath, ['--test', ...reporters, `--test-timeout=${TEST_TIMEOUT_MS}`, ...testFiles], { cwd: root, stdio: 'inherit', env });
   const tap = fs.existsSync(tapFile) ? fs.readFileSync(tapFile, 'utf8') : '';
   const count = (/** @type {string} */ name) => Number(tap.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
   return { ok: result.status === 0, pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };

@@ -67,7 +67,8 @@ export const configSchema = z.object({
   // a live sphinx session holds a decoder of about 100 MiB: 32 of them fit in a few GiB (docs/performance.md)
   maxRealtimeSessions: positiveInt.default(32),
   realtimeIdleTimeout: nonNegativeInt.default(300),
-  shutdownTimeout: nonNegativeInt.default(30),
+  drainGraceS: z.coerce.number().min(0).max(3600).default(0),
+  drainTimeoutS: nonNegativeInt.default(30),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -224,10 +225,15 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     value: 'seconds',
     help: 'close a WebSocket transcription session that sent nothing for this long (an `error` event, then close code 4408; `0`: never)',
   },
-  shutdownTimeout: {
-    flag: '--shutdown-timeout',
+  drainGraceS: {
+    flag: '--drain-grace-s',
     value: 'seconds',
-    help: 'on SIGTERM/SIGINT, how long in-flight requests may take; those still running then get `503 shutting_down`',
+    help: 'on SIGTERM/SIGINT, `/readyz` answers 503 at once and new requests are still served this long, while a balancer stops sending',
+  },
+  drainTimeoutS: {
+    flag: '--drain-timeout-s',
+    value: 'seconds',
+    help: 'then, how long requests in flight and live turns may take to finish; requests still running get `503 shutting_down`',
   },
 });
 

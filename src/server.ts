@@ -2,6 +2,7 @@
  * Composition root: builds the services, mounts the routes, listens, and shuts down gracefully
  * (stop accepting, finish in-flight work, free models, flush logs).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { shippedVadModel, sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
@@ -35,7 +36,11 @@ export interface RunningServer {
   /** The web interface's port with --start-ui, else null. */
   uiPort: number | null;
   context: RouteContext;
-  /** Graceful stop: no new connections, in-flight requests finish (up to --shutdown-timeout), models freed. */
+  /**
+   * Graceful stop (docs/configuration.md, "Shutdown"): /readyz unready at once, requests still served for
+   * --drain-grace-s, then no new connections while requests and live turns in flight finish (up to
+   * --drain-timeout-s), live sessions closed with 1001, models freed.
+   */
   close(): Promise<void>;
 }
 
@@ -72,6 +77,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   const stt = new Transcriber({
     registry,
     scheduler,
+    metrics,
     vadModel: config.vadModel,
     maxAudioSeconds: config.maxAudioSeconds,
     liveDelayMs: config.realtimeTranscriptionDelayMs,
@@ -87,7 +93,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     },
   });
   const separation = new SeparationService({ registry, scheduler, maxSeconds: config.maxSeparationSeconds });
-  const context: RouteContext = { config, logger, metrics, registry, stt, tts, separation, readiness: { ready: false, error: null } };
+  const context: RouteContext = { config, logger, metrics, registry, stt, tts, separation, readiness: { ready: false, draining: false, error: null } };
 
   const { transport, uwsUnavailable } = createTransport(config.transport);
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
@@ -107,7 +113,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
   mountSpeechRoutes(http, context);
-  mountRealtimeRoutes(http, context);
+  const liveSessions = mountRealtimeRoutes(http, context);
   mountSeparationRoutes(http, context);
 
   const port = await http.listen(config.host, config.port);
@@ -151,8 +157,12 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     uiPort: ui?.port ?? null,
     context,
     async close() {
-      logger.info('shutting down: waiting for in-flight requests');
-      await Promise.all([http.close(config.shutdownTimeout * 1000), ui?.close()]);
+      context.readiness.draining = true;
+      logger.info({ graceSeconds: config.drainGraceS }, 'draining: /readyz answers 503; new requests are served for --drain-grace-s');
+      if (config.drainGraceS > 0) await sleep(config.drainGraceS * 1000);
+      logger.info({ timeoutSeconds: config.drainTimeoutS }, 'draining: no new connections; waiting for requests and live turns in flight');
+      const timeoutMs = config.drainTimeoutS * 1000;
+      await Promise.all([http.close(timeoutMs, liveSessions.drain(Date.now() + timeoutMs)), ui?.close()]);
       await scheduler.idle();
       await registry.close();
       logger.info('shutdown complete');

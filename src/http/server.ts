@@ -57,9 +57,10 @@ export interface HttpServer {
   listen(host: string, port: number): Promise<number>;
   /**
    * Stops accepting connections and waits for in-flight requests; those still running after `timeoutMs` are
-   * aborted. Then every remaining connection is closed.
+   * aborted. WebSockets get until `socketsDrained` settles (bounded by the same timeout) to close on their own; then
+   * every remaining connection is closed.
    */
-  close(timeoutMs?: number): Promise<void>;
+  close(timeoutMs?: number, socketsDrained?: Promise<void>): Promise<void>;
   readonly inFlight: number;
   readonly transport: TransportName;
 }
@@ -177,13 +178,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       return transport.listen(host, port);
     },
 
-    close(timeoutMs = 10_000) {
+    close(timeoutMs = 10_000, socketsDrained = Promise.resolve()) {
       closing ??= (async () => {
         if (listening) transport.stopListening();
         listening = false;
         const idle = new Promise<void>((resolve) => (inFlight.size === 0 ? resolve() : idleWaiters.push(resolve)));
         let timer: NodeJS.Timeout | undefined;
-        const timedOut = await Promise.race([idle.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(resolve, timeoutMs, true)))]);
+        const deadline = new Promise<'timed out'>((resolve) => (timer = setTimeout(resolve, timeoutMs, 'timed out')));
+        const timedOut = (await Promise.race([idle, deadline])) === 'timed out';
+        await Promise.race([socketsDrained, deadline]);
         clearTimeout(timer);
         if (timedOut) {
           logger.warn({ requests: inFlight.size, timeoutMs }, 'interrupting requests still running at shutdown');

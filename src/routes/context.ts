@@ -15,6 +15,6 @@ export interface RouteContext {
   stt: Transcriber;
   tts: SpeechService;
   separation: SeparationService;
-  /** Ready once `--preload` models are loaded. */
-  readiness: { ready: boolean; error: string | null };
+  /** Ready once `--preload` models are loaded; unready again from the moment the server drains. */
+  readiness: { ready: boolean; draining: boolean; error: string | null };
 }

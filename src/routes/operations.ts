@@ -8,7 +8,9 @@ export function mountOperationRoutes(http: HttpServer, { metrics, readiness }: R
   });
 
   http.route('GET', '/readyz', (_req, reply) => {
-    if (readiness.ready) reply.json({ status: 'ready' });
+    // a draining server says so first: a balancer must stop sending it requests
+    if (readiness.draining) reply.json({ status: 'draining', error: null }, 503);
+    else if (readiness.ready) reply.json({ status: 'ready' });
     else reply.json({ status: readiness.error ? 'failed' : 'starting', error: readiness.error }, 503);
   });
 

@@ -15,7 +15,8 @@ const MAX_EVENT_BYTES = Math.ceil((MAX_APPEND_BYTES * 4) / 3) + 64 * 1024;
 /** uWS pings idle sockets; a peer that answers nothing for this long is gone. */
 const IDLE_TIMEOUT_SECONDS = 120;
 
-export function mountRealtimeRoutes(http: HttpServer, { config, registry, stt, logger, metrics }: RouteContext): void {
+/** Mounts both live transcription WebSockets; returns their sessions, which the server drains at shutdown. */
+export function mountRealtimeRoutes(http: HttpServer, { config, registry, stt, logger, metrics }: RouteContext): LiveSessions {
   const sessions = new LiveSessions({ maxSessions: config.maxRealtimeSessions, idleTimeoutSeconds: config.realtimeIdleTimeout }, metrics, logger);
   const engines = { stt, registry, sessions, logger };
 
@@ -55,4 +56,5 @@ export function mountRealtimeRoutes(http: HttpServer, { config, registry, stt, l
     },
     { maxMessageBytes: MAX_FRAME_BYTES, idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS },
   );
+  return sessions;
 }

@@ -78,6 +78,7 @@ export class Histogram implements Metric {
 }
 
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const RTF_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10];
 
 /** Every metric voxd exports. Services record into it; GET /metrics renders it. */
 export class Metrics {
@@ -95,6 +96,12 @@ export class Metrics {
   readonly rejected = this.add(new Counter('voxd_queue_rejected_total', 'Jobs refused because the model queue was full'));
   readonly modelLoads = this.add(new Counter('voxd_model_loads_total', 'Model loads by outcome'));
   readonly downloads = this.add(new Counter('voxd_model_downloads_total', 'Hub downloads by outcome'));
+  readonly realTimeFactor = this.add(
+    new Histogram('voxd_real_time_factor', 'Seconds a request took (queue included) per second of audio, by model and task', RTF_BUCKETS),
+  );
+  readonly residentMemory = this.add(
+    new Gauge('process_resident_memory_bytes', 'Resident memory of the server process', () => [{ value: process.memoryUsage.rss() }]),
+  );
 
   add<M extends Metric>(metric: M): M {
     this.all.push(metric);
@@ -104,4 +111,9 @@ export class Metrics {
   render(): string {
     return this.all.flatMap((m) => m.render()).join('\n') + '\n';
   }
+}
+
+/** Records a request's real-time factor: `elapsedMs` of wall time for `audioSeconds` of audio (none for no audio). */
+export function observeRealTimeFactor(metrics: Metrics, model: string, task: 'stt' | 'tts', elapsedMs: number, audioSeconds: number): void {
+  if (audioSeconds > 0) metrics.realTimeFactor.observe({ model, task }, elapsedMs / 1000 / audioSeconds);
 }

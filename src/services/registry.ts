@@ -89,7 +89,18 @@ export class ModelRegistry {
   private readonly sweeper: NodeJS.Timeout | null;
 
   constructor(private readonly options: RegistryOptions) {
-    options.metrics.add(new Gauge('voxd_models_resident', 'Loaded models', () => [{ value: [...this.entries.values()].filter((e) => e.model).length }]));
+    const loaded = (): Entry[] => [...this.entries.values()].filter((e) => e.model);
+    options.metrics.add(new Gauge('voxd_models_resident', 'Loaded models', () => [{ value: loaded().length }]));
+    options.metrics.add(
+      new Gauge('voxd_model_loaded', 'Loaded models, one series each (1), by task and engine', () =>
+        loaded().map(({ id, model }) => ({ labels: { model: id, task: model?.task ?? '', engine: model?.engine ?? '' }, value: 1 })),
+      ),
+    );
+    options.metrics.add(
+      new Gauge('voxd_model_file_bytes', "Size of a loaded model's files, which its weights occupy in memory", () =>
+        loaded().flatMap(({ id, bytes }) => (bytes === null ? [] : [{ labels: { model: id }, value: bytes }])),
+      ),
+    );
     this.sweeper = options.idleTtlMs > 0 ? setInterval(() => this.evictIdle(), Math.min(30_000, Math.max(1000, options.idleTtlMs / 2))).unref() : null;
   }
 

@@ -92,6 +92,12 @@ export class Scheduler {
     options.metrics.add(
       new Gauge('voxd_jobs_running', 'Jobs running per model', () => [...this.queues].map(([model, q]) => ({ labels: { model }, value: q.running }))),
     );
+    // an autoscaler's target: 1 means every slot of the busiest model is taken, 2 that as many jobs again wait
+    options.metrics.add(
+      new Gauge('voxd_saturation', 'Jobs running and waiting per running slot, for the busiest model (0 when idle)', () => [
+        { value: Math.max(0, ...[...this.queues.values()].map((q) => (q.running + waitingJobs(q)) / q.limit)) },
+      ]),
+    );
   }
 
   /**

@@ -5,6 +5,7 @@
  * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing; `LiveSocketSession` wires
  * one socket's session to them.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
@@ -18,9 +19,21 @@ export const IDLE_CLOSE_CODE = 4408;
 /** Audio that waited longer than this for the engine means the session no longer keeps up with real time. */
 const BEHIND_SECONDS = 2;
 const LAG_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30];
+/** How often a draining session looks whether its turn has completed. */
+const DRAIN_POLL_MS = 50;
+/** The WebSocket close code of an endpoint going away (RFC 6455). */
+const GOING_AWAY = 1001;
+
+/** What the server's drain asks of an open session. */
+export interface DrainableSession {
+  /** Lets the turn in progress complete (up to `deadline`, ms since the epoch), then tells the client and closes. */
+  drain(deadline: number): Promise<void>;
+}
 
 export class LiveSessions {
   private readonly open = new Map<string, number>();
+  private readonly sessions = new Set<DrainableSession>();
+  private draining = false;
   private behind = 0;
   private readonly fellBehind: Counter;
   private readonly lag: Histogram;
@@ -44,8 +57,9 @@ export class LiveSessions {
     this.lag = metrics.add(new Histogram('voxd_realtime_lag_seconds', 'Time a live session message waited before it was handled', LAG_BUCKETS_S));
   }
 
-  /** Refuses the upgrade (503) while every session slot is taken. */
+  /** Refuses the upgrade (503) while every session slot is taken, or once the server drains. */
   admit(): void {
+    if (this.draining) throw new ApiError('shutting_down', 'The server is shutting down: open the session on another instance');
     const total = [...this.open.values()].reduce((sum, n) => sum + n, 0);
     if (total >= this.limits.maxSessions)
       throw new ApiError('too_many_sessions', `${total} realtime sessions are open, the limit (--max-realtime-sessions); retry later`, {
@@ -72,6 +86,18 @@ export class LiveSessions {
       },
       disposed: () => this.open.set(endpoint, (this.open.get(endpoint) ?? 1) - 1),
     });
+  }
+
+  /** Counts `session` among those a drain closes, until the returned function is called. */
+  register(session: DrainableSession): () => void {
+    this.sessions.add(session);
+    return () => this.sessions.delete(session);
+  }
+
+  /** Server shutdown: no new sessions; each open one finishes its turn in progress (up to `deadline`) and is closed. */
+  async drain(deadline: number): Promise<void> {
+    this.draining = true;
+    await Promise.all([...this.sessions].map((session) => session.drain(deadline)));
   }
 }
 
@@ -150,11 +176,12 @@ export class MessageBacklog {
  * One live transcription socket: its messages go through a backlog of its own; a full backlog, an idle client and
  * failures are reported in the protocol's own words (`report`); closing stops the engine work and frees the session.
  */
-export abstract class LiveSocketSession {
+export abstract class LiveSocketSession implements DrainableSession {
   protected closed = false;
   /** Aborts the session's engine work when the socket closes. */
   protected readonly abort = new AbortController();
   private readonly backlog: MessageBacklog;
+  private readonly unregister: () => void;
 
   constructor(
     protected readonly connection: WsConnection,
@@ -162,6 +189,7 @@ export abstract class LiveSocketSession {
     endpoint: string,
     readonly id: string,
   ) {
+    this.unregister = sessions.register(this);
     this.backlog = sessions.backlog(endpoint, id, {
       onError: (error) => this.report(error),
       onIdle: (reason) => {
@@ -183,14 +211,28 @@ export abstract class LiveSocketSession {
     this.report(new LiveError('message_too_large', `a message may be at most ${limitBytes} bytes; this one had ${bytes} and was dropped`));
   }
 
+  /**
+   * Server shutdown: the turn in progress completes (the client keeps sending until its end), then the client hears
+   * why and the socket closes with 1001, so it reconnects elsewhere having lost no finished turn.
+   */
+  async drain(deadline: number): Promise<void> {
+    while (!this.closed && this.turnOpen && Date.now() < deadline) await sleep(DRAIN_POLL_MS);
+    if (this.closed) return;
+    this.report(new LiveError('server_shutting_down', 'the server is shutting down: reconnect to continue on another instance'));
+    this.connection.close(GOING_AWAY, 'server shutting down');
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.unregister();
     this.abort.abort();
     await this.backlog.dispose();
     await this.release();
   }
 
+  /** A turn has begun and not yet completed. */
+  protected abstract get turnOpen(): boolean;
   protected abstract handle(data: string | Buffer, isBinary: boolean): Promise<void>;
   /** Tells the client about `error` (closing the socket when it is fatal or unknown). */
   protected abstract report(error: unknown): void;

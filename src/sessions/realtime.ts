@@ -25,6 +25,9 @@ export const DEFAULT_INPUT_RATE = 24000;
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** Error codes that are the server's doing, not the client's (the event's `type` says which). */
+const SERVER_SIDE_CODES = new Set(['server_error', 'server_shutting_down']);
+
 /** The vendor's limit for the audio of one append. */
 export const MAX_APPEND_BYTES = 15 * 1024 * 1024;
 
@@ -73,6 +76,10 @@ export class RealtimeSession extends LiveSocketSession {
       'pass ?model=, set it with session.update, or start the server with --realtime-model',
     );
     this.emit(family === 'ga' ? 'session.created' : 'transcription_session.created', { session: this.snapshot() });
+  }
+
+  protected get turnOpen(): boolean {
+    return this.transcriber.turnOpen;
   }
 
   protected async release(): Promise<void> {
@@ -133,7 +140,7 @@ export class RealtimeSession extends LiveSocketSession {
     const reported = known ?? new LiveError('server_error', 'internal server error', null, true);
     this.emit('error', {
       error: {
-        type: reported.code === 'server_error' ? 'server_error' : 'invalid_request_error',
+        type: SERVER_SIDE_CODES.has(reported.code) ? 'server_error' : 'invalid_request_error',
         code: reported.code,
         message: reported.message,
         param: reported.param,

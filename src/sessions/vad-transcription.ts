@@ -54,6 +54,10 @@ export class VadTranscriptionSession extends LiveSocketSession {
     super(connection, context.sessions, '/v1/audio/transcriptions/realtime', `vad_${randomUUID().replace(/-/g, '').slice(0, 20)}`);
   }
 
+  protected get turnOpen(): boolean {
+    return this.transcriber?.turnOpen ?? false;
+  }
+
   protected async release(): Promise<void> {
     await this.transcriber?.close();
   }

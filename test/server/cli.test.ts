@@ -199,7 +199,7 @@ describe('voxd command line', { timeout: 120_000 }, () => {
     assert.equal(double.contentTransfers(repo, file)[0]!.status, undefined, 'the download is still running when the signal comes');
     const stderrBefore = proc.stderr.length;
     proc.child.kill('SIGTERM');
-    await proc.waitStderr(/shutting down/, 5000, stderrBefore);
+    await proc.waitStderr(/draining/, 5000, stderrBefore);
 
     const late = await request(`${base}/healthz`, {}, 5000).then(
       (response) => response.status,

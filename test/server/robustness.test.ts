@@ -257,7 +257,7 @@ describe('shutdown: nothing waits on a second signal, nobody gets an empty reply
   it('exits at once on a second SIGTERM while a native job runs', async (t) => {
     const { proc } = await serveWithRunningSeparation(t, []);
     proc.child.kill('SIGTERM');
-    await proc.waitStderr(/shutting down/, 5000);
+    await proc.waitStderr(/draining/, 5000);
     const second = performance.now();
     proc.child.kill('SIGTERM');
     const status = await proc.waitExit(5000);
@@ -265,8 +265,8 @@ describe('shutdown: nothing waits on a second signal, nobody gets an empty reply
     assert.equal(status.code, 128 + 15);
   });
 
-  it('answers a request still running at --shutdown-timeout with 503 shutting_down, then exits 0', async (t) => {
-    const { proc, reply } = await serveWithRunningSeparation(t, ['--shutdown-timeout', '1']);
+  it('answers a request still running at --drain-timeout-s with 503 shutting_down, then exits 0', async (t) => {
+    const { proc, reply } = await serveWithRunningSeparation(t, ['--drain-timeout-s', '1']);
     proc.child.kill('SIGTERM');
     await expectEnvelope(await reply, 503, 'shutting_down');
     assert.equal((await proc.waitExit(10_000)).code, 0);

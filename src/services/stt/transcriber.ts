@@ -9,6 +9,7 @@ import { ApiError } from '../../errors.js';
 import { decodeAudio, type DecodedAudio } from '../audio/decode.js';
 import { callbackStream } from '../callback-stream.js';
 import { languageCode } from '../languages.js';
+import { observeRealTimeFactor, type Metrics } from '../metrics.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
 import type { Scheduler, ScheduledModel } from '../scheduler.js';
 import { LiveTranscriber, type LiveSettings, type TurnListener } from './live-transcriber.js';
@@ -72,6 +73,8 @@ export type TranscriptEvent = { type: 'segment'; segment: TranscriptionSegment; 
 export interface TranscriberOptions {
   registry: ModelRegistry;
   scheduler: Scheduler;
+  /** Records each transcription's real-time factor. */
+  metrics: Metrics;
   /** --vad-model: cuts long uploads and detects turns in live sessions. */
   vadModel: string;
   /** --max-audio-seconds. */
@@ -102,7 +105,7 @@ export class Transcriber {
         wordTimestamps: request.wordTimestamps,
         translate: plan.translate,
       };
-      return new Transcription(this, lease, vad, audio, options, request.signal);
+      return new Transcription(this, lease, vad, audio, options, request.signal, this.options.metrics);
     } catch (error) {
       lease.release();
       throw error;
@@ -145,13 +148,15 @@ export class Transcription implements Disposable {
     private readonly audio: DecodedAudio,
     private readonly options: TranscribeOptions,
     private readonly signal: AbortSignal,
+    private readonly metrics: Metrics,
   ) {}
 
   /** The whole transcript; `onSegment` sees each segment as it is decoded. */
-  result(onSegment?: TranscribeOptions['onSegment']): Promise<TranscriptionResult> {
+  async result(onSegment?: TranscribeOptions['onSegment']): Promise<TranscriptionResult> {
     const model = this.lease.model;
     const vad = this.vad?.model;
-    return this.transcriber.run(
+    const started = performance.now();
+    const result = await this.transcriber.run(
       model,
       (signal) => {
         const options = { ...this.options, signal, ...(onSegment ? { onSegment } : {}) };
@@ -159,6 +164,8 @@ export class Transcription implements Disposable {
       },
       this.signal,
     );
+    observeRealTimeFactor(this.metrics, model.id, 'stt', performance.now() - started, this.audio.duration);
+    return result;
   }
 
   /** Each segment as it is decoded, then the whole transcript. */

@@ -11,7 +11,7 @@
  * is refused whole with 503 before any piece is queued; when one piece fails, the others are cancelled.
  */
 import type { SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel } from '../../engines/types.js';
-import type { Metrics } from '../metrics.js';
+import { observeRealTimeFactor, type Metrics } from '../metrics.js';
 import { AbortedError, type Admission, type Scheduler } from '../scheduler.js';
 
 export type SynthesisPath = 'continuous' | 'fixed-window' | 'serial';
@@ -47,6 +47,7 @@ export class Synthesizer {
    */
   async speak(model: TtsModel, pieces: SynthesisRequest[], { signal, onAudio, onPieceEnd }: SpeakOptions = {}): Promise<Float32Array[]> {
     if (signal?.aborted) throw new AbortedError();
+    const started = performance.now();
     const admission = this.options.scheduler.admit(model);
     // one failed piece ends the request: the pieces still waiting must not run for nobody
     const failed = new AbortController();
@@ -63,19 +64,31 @@ export class Synthesizer {
       }
     };
     try {
-      if (onAudio) {
-        const spoken: Float32Array[] = [];
-        for (const [index, request] of pieces.entries()) spoken.push(await speakPiece(request, index));
-        return spoken;
-      }
-      const settled = await Promise.allSettled(pieces.map(speakPiece));
-      // the first real failure, not the cancellations it caused
-      const failure = settled.find((s) => s.status === 'rejected' && !(s.reason instanceof AbortedError)) ?? settled.find((s) => s.status === 'rejected');
-      if (failure) throw (failure as PromiseRejectedResult).reason;
-      return settled.map((s) => (s as PromiseFulfilledResult<Float32Array>).value);
+      const spoken = onAudio ? await this.inOrder(pieces, speakPiece) : await this.allAtOnce(pieces, speakPiece);
+      const seconds = spoken.reduce((samples, piece) => samples + piece.length, 0) / model.sampleRate;
+      observeRealTimeFactor(this.options.metrics, model.id, 'tts', performance.now() - started, seconds);
+      return spoken;
     } finally {
       admission.release();
     }
+  }
+
+  /** Streaming: one piece after another, so their audio comes out in order. */
+  private async inOrder(pieces: SynthesisRequest[], speakPiece: (request: SynthesisRequest, index: number) => Promise<Float32Array>): Promise<Float32Array[]> {
+    const spoken: Float32Array[] = [];
+    for (const [index, request] of pieces.entries()) spoken.push(await speakPiece(request, index));
+    return spoken;
+  }
+
+  /** Whole: every piece at once through the model's path; the first real failure, not the cancellations it caused. */
+  private async allAtOnce(
+    pieces: SynthesisRequest[],
+    speakPiece: (request: SynthesisRequest, index: number) => Promise<Float32Array>,
+  ): Promise<Float32Array[]> {
+    const settled = await Promise.allSettled(pieces.map(speakPiece));
+    const failure = settled.find((s) => s.status === 'rejected' && !(s.reason instanceof AbortedError)) ?? settled.find((s) => s.status === 'rejected');
+    if (failure) throw (failure as PromiseRejectedResult).reason;
+    return settled.map((s) => (s as PromiseFulfilledResult<Float32Array>).value);
   }
 
   /** Speaks one piece by its path, under the request's admission. */
