@@ -25,15 +25,16 @@ function compareVersions(a, b) {
 // A check returns null when satisfied, else a short reason.
 
 /**
- * One of `names` runs (`<name> --version`), reporting at least `minVersion` when given.
+ * One of `names` runs (`<name> --version`, or the flag given), reporting at least `minVersion` when given.
  * @param {string[]} names
  * @param {string} [minVersion]
+ * @param {string} [versionFlag]
  * @returns {Check}
  */
-export function command(names, minVersion) {
+export function command(names, minVersion, versionFlag = '--version') {
   return () => {
     for (const name of names) {
-      const run = spawnSync(name, ['--version'], { encoding: 'utf8' });
+      const run = spawnSync(name, [versionFlag], { encoding: 'utf8' });
       if (run.error || run.status !== 0) continue;
       const version = run.stdout.match(/\d+\.\d+(?:\.\d+)?/)?.[0];
       if (minVersion && !(version && compareVersions(version, minVersion) >= 0)) return `found ${name} ${version ?? '(unknown version)'}, too old`;
@@ -118,10 +119,15 @@ export const SYSTEM_DEPS = [
 ];
 
 /**
- * What `npm test` needs beyond the build: the browser its web-interface tests drive (test/server/ui.test.ts).
- * @type {SystemDep[]}
+ * What `npm test` needs beyond the build, each for the test files whose names match `tests`: the browser its
+ * web-interface tests drive (test/server/ui.test.ts), and nginx, which checks deploy/nginx/voxd.conf
+ * (test/unit/deploy.test.ts).
+ * @type {(SystemDep & { tests: RegExp })[]}
  */
-export const TEST_DEPS = [{ what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium' }];
+export const TEST_DEPS = [
+  { what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium', tests: /^ui[.-]/ },
+  { what: 'nginx (checks deploy/nginx/voxd.conf)', check: command(['nginx', '/usr/sbin/nginx'], undefined, '-v'), debian: 'nginx', tests: /^deploy\./ },
+];
 
 /** @param {SystemDep[]} deps */
 function findMissing(deps) {

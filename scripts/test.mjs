@@ -42,10 +42,12 @@ const files = SUITE_DIRS.flatMap((dir) =>
 )
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   .map((f) => path.join(testDir, f));
-// the web interface's tests drive a real browser: Debian's chromium, installed here like the build's packages
-if (files.some((f) => /^ui[.-]/.test(path.basename(f)))) {
+// what the chosen tests need beyond the build (Debian's chromium for the web interface's tests, nginx for the
+// deployment files'), installed here like the build's packages
+const testDeps = TEST_DEPS.filter((dep) => files.some((f) => dep.tests.test(path.basename(f))));
+if (testDeps.length) {
   try {
-    ensureSystemDeps(TEST_DEPS, { purpose: 'the web interface tests', rerun: 'npm test' });
+    ensureSystemDeps(testDeps, { purpose: 'running these tests', rerun: 'npm test' });
   } catch (error) {
     if (!(error instanceof InstallError)) throw error;
     console.error(`[voxd test] ${error.message}`);

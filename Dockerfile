@@ -1,0 +1,68 @@
+# syntax=docker/dockerfile:1
+# voxd, CPU image (docs/deploy.md).
+#   docker build -t voxd .
+#   docker run --rm -p 8000:8000 -v voxd-models:/models voxd
+#
+# Node.js 22 LTS comes from the official node:22-bookworm-slim image (Debian 12 with the upstream Node binaries in
+# /usr/local): Debian 12's own nodejs package is 18, older than voxd's floor (20.17). Both stages start from it, so
+# the addon is built and run on the same Debian 12 libraries. The addon is N-API: any Node line >= 20.17 loads it.
+ARG NODE_IMAGE=node:22-bookworm-slim
+
+# ---- build: npm ci builds the native addon from source (scripts/install.mjs), the TypeScript, the web interface and
+# the shipped VAD model (`prepare`); then the dev dependencies are pruned ----
+FROM ${NODE_IMAGE} AS build
+# The build packages of scripts/system-deps.mjs (SYSTEM_DEPS; test/unit/deploy.test.ts checks that every one is
+# here). npm ci would install missing ones itself, as root on Debian, but a layer of their own is cached.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        cmake gcc g++ ninja-build git pkg-config binutils ca-certificates \
+        libavformat-dev libavcodec-dev libswresample-dev libavutil-dev \
+        libpocketsphinx-dev libpocketsphinx3 pocketsphinx-en-us flite1-dev libflite1 \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY . .
+# PORTABLE=1 (the default) ships the portable addon of `npm run prebuild` (no -march=native; x86-64-v3, i.e. AVX2,
+# on x86-64), which runs on any node of a cluster; the source build of `npm ci` is tuned to the CPU that built the
+# image (-march=native) and would die with SIGILL on an older CPU. It costs a second compile. PORTABLE=0 ships the
+# tuned build instead: for an image built on the machine (or the CPU family) it runs on.
+ARG PORTABLE=1
+RUN --mount=type=cache,target=/root/.npm --mount=type=cache,target=/root/.cache/voxd \
+    npm ci \
+    && if [ "$PORTABLE" = 1 ]; then npm run prebuild && addon="$(ls prebuilds/linux-*/*.node)"; else addon=build/Release/voxd.node; fi \
+    && cp "$addon" /tmp/voxd.node \
+    && rm -rf build prebuilds third_party \
+    && mkdir -p build/Release && mv /tmp/voxd.node build/Release/voxd.node \
+    && npm prune --omit=dev
+
+# ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user ----
+FROM ${NODE_IMAGE} AS runtime
+# FFmpeg 5.1's libraries (linked by the addon), and the libraries and data the built-in models open at run time:
+# pocketsphinx (`sphinx`) and flite (`flite`)
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        libavformat59 libavcodec59 libswresample4 libavutil57 \
+        libpocketsphinx3 pocketsphinx-en-us libflite1 \
+    && rm -rf /var/lib/apt/lists/*
+RUN groupadd --system --gid 10001 voxd \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home --shell /usr/sbin/nologin voxd \
+    && mkdir -p /models /app/logs \
+    && chown 10001:10001 /models /app/logs
+WORKDIR /app
+# Owned by root, so the server cannot change its own code; it writes only the logs and the hub cache
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/models ./dist/models
+COPY --from=build /app/ui/dist ./ui/dist
+COPY --from=build /app/build/Release/voxd.node ./build/Release/voxd.node
+# HF_HOME: the hub cache (downloaded models) is /models/hub; mount a volume there so models survive the container
+ENV NODE_ENV=production \
+    HF_HOME=/models
+VOLUME ["/models"]
+USER 10001:10001
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["node", "-e", "fetch('http://127.0.0.1:8000/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# voxd drains on SIGTERM (docs/configuration.md#shutdown); node is PID 1 and handles it itself
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/src/cli.js", "serve", "--host", "0.0.0.0"]
