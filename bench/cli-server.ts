@@ -16,9 +16,12 @@ export interface CliServer {
   stderr(): string;
 }
 
-/** Starts the server with `flags` (after host, port and log dir) and waits until /readyz answers 200. */
-export async function startCliServer(scratch: string, flags: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<CliServer> {
-  const port = await freePort();
+/**
+ * Starts the server with `flags` (after host, port and log dir) on `port` (a free one when not given) and waits until
+ * /readyz answers 200.
+ */
+export async function startCliServer(scratch: string, flags: string[] = [], env: NodeJS.ProcessEnv = {}, port?: number): Promise<CliServer> {
+  port ??= await freePort();
   const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(scratch, 'logs'), ...flags];
   const child = spawn(process.execPath, [path.join(ROOT, 'dist', 'src', 'cli.js'), ...args], {
     cwd: ROOT,

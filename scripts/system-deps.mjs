@@ -121,12 +121,17 @@ export const SYSTEM_DEPS = [
 /**
  * What `npm test` needs beyond the build, each for the test files whose names match `tests`: the browser its
  * web-interface tests drive (test/server/ui.test.ts), and nginx, which checks deploy/nginx/voxd.conf
- * (test/unit/deploy.test.ts).
+ * (test/unit/deploy.test.ts) and balances real instances (test/server/scale-out.test.ts).
  * @type {(SystemDep & { tests: RegExp })[]}
  */
 export const TEST_DEPS = [
   { what: 'chromium (browser tests of the web interface)', check: command(['chromium', 'chromium-browser']), debian: 'chromium', tests: /^ui[.-]/ },
-  { what: 'nginx (checks deploy/nginx/voxd.conf)', check: command(['nginx', '/usr/sbin/nginx'], undefined, '-v'), debian: 'nginx', tests: /^deploy\./ },
+  {
+    what: 'nginx (checks deploy/nginx/voxd.conf and balances the scale-out test)',
+    check: command(['nginx', '/usr/sbin/nginx'], undefined, '-v'),
+    debian: 'nginx',
+    tests: /^(deploy|scale-out)\./,
+  },
 ];
 
 /** @param {SystemDep[]} deps */

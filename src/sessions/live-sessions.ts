@@ -5,7 +5,6 @@
  * in GET /metrics), and the --realtime-idle-timeout of a session that sends nothing; `LiveSocketSession` wires
  * one socket's session to them.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import type { WsConnection } from '../http/websocket.js';
 import type { Logger } from '../logger.js';
@@ -19,8 +18,6 @@ export const IDLE_CLOSE_CODE = 4408;
 /** Audio that waited longer than this for the engine means the session no longer keeps up with real time. */
 const BEHIND_SECONDS = 2;
 const LAG_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30];
-/** How often a draining session looks whether its turn has completed. */
-const DRAIN_POLL_MS = 50;
 /** The WebSocket close code of an endpoint going away (RFC 6455). */
 const GOING_AWAY = 1001;
 
@@ -182,6 +179,8 @@ export abstract class LiveSocketSession implements DrainableSession {
   protected readonly abort = new AbortController();
   private readonly backlog: MessageBacklog;
   private readonly unregister: () => void;
+  /** Set while a drain waits for the turn in progress to complete. */
+  private completion: (() => void) | null = null;
 
   constructor(
     protected readonly connection: WsConnection,
@@ -212,19 +211,42 @@ export abstract class LiveSocketSession implements DrainableSession {
   }
 
   /**
-   * Server shutdown: the turn in progress completes (the client keeps sending until its end), then the client hears
-   * why and the socket closes with 1001, so it reconnects elsewhere having lost no finished turn.
+   * Server shutdown: the turn in progress when the drain begins completes (the client keeps sending until its end),
+   * then the client hears why and the socket closes with 1001, so it reconnects elsewhere having lost no finished
+   * turn. The close follows that turn's transcript at once, not a pause in the audio: a client that talks on would
+   * never leave one. Audio it sent after that turn is dropped, and the error says to send it again.
    */
   async drain(deadline: number): Promise<void> {
-    while (!this.closed && this.turnOpen && Date.now() < deadline) await sleep(DRAIN_POLL_MS);
+    if (!this.closed && this.turnOpen) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => this.turnCompleted(), Math.max(0, deadline - Date.now()));
+        this.completion = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     if (this.closed) return;
-    this.report(new LiveError('server_shutting_down', 'the server is shutting down: reconnect to continue on another instance'));
+    this.report(
+      new LiveError(
+        'server_shutting_down',
+        'the server is shutting down: reconnect to continue on another instance, and send again any audio sent after the last completed turn',
+      ),
+    );
     this.connection.close(GOING_AWAY, 'server shutting down');
+  }
+
+  /** The protocol calls this once a turn's transcript has gone to the client: a drain waiting for it goes on. */
+  protected turnCompleted(): void {
+    const completion = this.completion;
+    this.completion = null;
+    completion?.();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.turnCompleted(); // a drain waiting for the turn has nothing left to wait for
     this.unregister();
     this.abort.abort();
     await this.backlog.dispose();

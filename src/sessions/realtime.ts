@@ -246,6 +246,7 @@ export class RealtimeSession extends LiveSocketSession {
         });
         this.previousItemId = item();
         this.itemId = null;
+        this.turnCompleted();
       },
     };
   }

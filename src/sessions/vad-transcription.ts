@@ -136,6 +136,7 @@ export class VadTranscriptionSession extends LiveSocketSession {
       // every complete is final, the one flushed by a stop too: clients that keep finals must not drop it
       is_partial: false,
     });
+    this.turnCompleted();
   }
 
   private async stop(): Promise<void> {

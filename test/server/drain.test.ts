@@ -77,12 +77,16 @@ describe('drain on SIGTERM', { skip: SPHINX_INSTALLED ? false : 'pocketsphinx-en
     assert.equal(speaking.socket.readyState, WebSocket.OPEN, 'a session in the middle of a turn stays');
 
     speaking.send({ type: 'input_audio_buffer.commit' });
+    // and talks on at once: the next turn's audio must not keep the session (it would until --drain-timeout-s)
+    for (let at = 0; at < 16000; at += 3200) speaking.send({ type: 'input_audio_buffer.append', audio: audio.subarray(at, at + 3200).toString('base64') });
+    const drainedBy = Date.now() + 10_000;
     const completed = await speaking.next('conversation.item.input_audio_transcription.completed');
     assert.ok(String(completed.transcript).trim().length > 0, 'the turn completes with its transcript');
     assert.equal(await speaking.closed, 1001);
+    assert.ok(Date.now() < drainedBy, 'closed after the turn that was open when the drain began, not after the next one');
     const error = (await speaking.next('error')).error as { code: string; type: string };
     assert.deepEqual([error.code, error.type], ['server_shutting_down', 'server_error']);
     assert.ok(speaking.events.findIndex((e) => e.type === 'error') > speaking.events.indexOf(completed), 'told to leave only after its transcript');
-    assert.equal((await proc.waitExit(20_000)).code, 0);
+    assert.equal((await proc.waitExit(10_000)).code, 0, 'exited long before --drain-timeout-s');
   });
 });

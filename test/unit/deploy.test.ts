@@ -5,11 +5,10 @@
  * instances, and the Dockerfiles by parsing them. Nothing here needs a cluster, a container engine or the network.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -28,10 +27,11 @@ import { parseAllDocuments } from 'yaml';
 import { resolveConfig, SERVE_SETTINGS, type Config } from '../../src/config.js';
 import { Metrics } from '../../src/services/metrics.js';
 import { Scheduler } from '../../src/services/scheduler.js';
+import { NGINX, NGINX_CONF, NO_NGINX, startNginx, type RunningNginx } from '../helpers/nginx.js';
 import { ROOT } from '../helpers/paths.js';
+import { freePort } from '../helpers/process.js';
 
 const KUBE = path.join(ROOT, 'deploy', 'kubernetes');
-const NGINX_CONF = path.join(ROOT, 'deploy', 'nginx', 'voxd.conf');
 const DEFAULTS = resolveConfig({}, {});
 
 // ---- YAML and the Kubernetes schemas ----
@@ -424,15 +424,6 @@ async function checkImage(file: string, { buildBase, runtimeBase }: { buildBase:
 
 // ---- nginx ----
 
-function findNginx(): string | null {
-  for (const candidate of ['nginx', '/usr/sbin/nginx']) {
-    if (spawnSync(candidate, ['-v']).status === 0) return candidate;
-  }
-  return null;
-}
-const NGINX = findNginx();
-const NO_NGINX = NGINX ? false : "nginx is not installed (`npm test` installs Debian's nginx: scripts/system-deps.mjs TEST_DEPS)";
-
 /** The conf's directives, flattened: `name args` per statement, comments dropped. */
 function nginxDirectives(text: string): string[] {
   return text
@@ -449,14 +440,6 @@ const seconds = (value: string): number => {
   const unit: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
   return Number(match[1]) * (unit[match[2] ?? 's'] ?? NaN);
 };
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface Reply {
   status: number;
@@ -782,8 +765,7 @@ describe('deployment files', () => {
       const received: string[] = [];
       const upstreams: http.Server[] = [];
       let releaseStream = (): void => {};
-      let nginx: ChildProcess | null = null;
-      let prefix = '';
+      let nginx: RunningNginx | null = null;
       let port = 0;
 
       before(async () => {
@@ -791,7 +773,9 @@ describe('deployment files', () => {
         for (const instance of ['a', 'b']) {
           const server = http.createServer((req, res) => {
             hits.push({ instance, method: req.method ?? '', url: req.url ?? '' });
-            if (req.url === '/busy') {
+            if (req.url === '/crash') {
+              req.socket.destroy(); // an instance that dies with the request
+            } else if (req.url === '/busy') {
               res.writeHead(503, { 'retry-after': '7', 'content-type': 'application/json' }).end('{"error":{"code":"queue_full"}}');
             } else if (req.url === '/stream') {
               res.writeHead(200, { 'content-type': 'application/x-ndjson' });
@@ -811,45 +795,16 @@ describe('deployment files', () => {
           upstreams.push(server);
         }
         const ports = [...upstreams.map((s) => (s.address() as AddressInfo).port), await freePort()];
-        port = await freePort();
-        prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-nginx-'));
-        fs.chmodSync(prefix, 0o755); // nginx's workers run as nobody when the test runs as root
-        // the conf as shipped, with its ports moved to free ones, and one worker: its round robin then tries every
-        // instance in turn (each worker balances on its own)
-        let conf = fs
-          .readFileSync(NGINX_CONF, 'utf8')
-          .replace(/^(\s*listen )8000;/m, `$1127.0.0.1:${port};`)
-          .replace(/^worker_processes auto;/m, 'worker_processes 1;');
-        ['8001', '8002', '8003'].forEach((p, i) => (conf = conf.replace(`server 127.0.0.1:${p} `, `server 127.0.0.1:${ports[i]} `)));
-        fs.writeFileSync(path.join(prefix, 'voxd.conf'), conf);
-        nginx = spawn(NGINX as string, ['-p', prefix, '-c', path.join(prefix, 'voxd.conf'), '-e', path.join(prefix, 'startup.log'), '-g', 'daemon off;'], {
-          stdio: 'ignore',
-        });
-        for (let i = 0; ; i++) {
-          const up = await new Promise<boolean>((resolve) => {
-            const socket = net.connect(port, '127.0.0.1', () => resolve(true)).on('error', () => resolve(false));
-            socket.on('connect', () => socket.destroy());
-          });
-          if (up) break;
-          if (i >= 100 || nginx.exitCode !== null) {
-            const log = path.join(prefix, 'startup.log');
-            assert.fail(`nginx did not start: ${fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : `exit code ${nginx.exitCode}`}`);
-          }
-          await sleep(50);
-        }
+        nginx = await startNginx(ports);
+        port = nginx.port;
       });
 
       after(async () => {
-        if (nginx && nginx.exitCode === null) {
-          const exited = new Promise((resolve) => nginx?.once('exit', resolve));
-          nginx.kill('SIGTERM');
-          await exited;
-        }
+        await nginx?.stop();
         for (const server of upstreams) {
           server.closeAllConnections();
           await new Promise((resolve) => server.close(resolve));
         }
-        fs.rmSync(prefix, { recursive: true, force: true });
       });
 
       it('sends a POST that found no instance listening to another one', async () => {
@@ -861,7 +816,7 @@ describe('deployment files', () => {
           Array(6).fill(200),
         );
         assert.equal(hits.length, 6, 'each POST reached one instance once');
-        assert.match(fs.readFileSync(path.join(prefix, 'error.log'), 'utf8'), /Connection refused/, 'some went to the port where nothing listens first');
+        assert.match(nginx?.errorLog() ?? '', /Connection refused/, 'some went to the port where nothing listens first');
       });
 
       it('never sends a request that reached an instance to another: a 503 goes back to the client with its Retry-After', async () => {
@@ -876,6 +831,17 @@ describe('deployment files', () => {
         hits.length = 0;
         for (let i = 0; i < 4; i++) await request(port, 'GET', '/v1/models');
         assert.deepEqual([...new Set(hits.map((h) => h.instance))].sort(), ['a', 'b']);
+      });
+
+      it("answers in voxd's error envelope when the instance running a request goes away", async () => {
+        hits.length = 0;
+        const reply = await request(port, 'POST', '/crash', '{"input":"hello"}');
+        assert.equal(reply.status, 502);
+        assert.match(String(reply.headers['content-type']), /^application\/json/);
+        const { error } = JSON.parse(reply.body) as { error: { type: string; code: string; message: string } };
+        assert.equal(error.type, 'server_error');
+        assert.equal(error.code, 'upstream_unavailable');
+        assert.equal(hits.length, 1, 'a POST that reached an instance is not sent to another');
       });
 
       it('streams answers as they are written, and uploads as they arrive', async () => {
