@@ -15,7 +15,7 @@ FROM ${NODE_IMAGE} AS build
 # here). npm ci would install missing ones itself, as root on Debian, but a layer of their own is cached.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        cmake gcc g++ ninja-build git pkg-config binutils ca-certificates \
+        cmake gcc g++ ninja-build make git pkg-config binutils xz-utils bison ca-certificates \
         libavformat-dev libavcodec-dev libswresample-dev libavutil-dev \
         libpocketsphinx-dev libpocketsphinx3 pocketsphinx-en-us flite1-dev libflite1 \
     && rm -rf /var/lib/apt/lists/*

@@ -17,6 +17,7 @@ export default tseslint.config(
         FormData: 'readonly',
         Blob: 'readonly',
         Buffer: 'readonly',
+        AbortSignal: 'readonly',
       },
     },
   },

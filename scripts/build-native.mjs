@@ -19,7 +19,10 @@ const packageVersion = requireFromRoot('./package.json').version;
 /** A failure whose message already says what went wrong and how to fix it; printed without a stack. */
 export class InstallError extends Error {}
 
-/** @typedef {{ cuda: boolean, portable: boolean }} BuildFlags the build options that change the binary */
+/**
+ * @typedef {{ cuda: boolean, portable: boolean, bundled?: string }} BuildFlags the build options that change the binary;
+ * `bundled`: the prefix of the static C libraries to link (scripts/bundled-deps.mjs), else the system's
+ */
 
 /** @param {string} line */
 export function log(line) {
@@ -93,6 +96,24 @@ export function testLoad(file) {
   if (run.status === 0) return null;
   if (run.signal) return `the process loading it died with ${run.signal}`;
   return run.stderr.trim().split('\n').pop() || `exit code ${run.status}`;
+}
+
+// What a platform package's addon may need of the system: the C library, its loader, and the C/C++ runtime
+const SYSTEM_RUNTIME = /^(linux-vdso|linux-gate|ld-linux[\w.-]*|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so\b/;
+
+/**
+ * The shared libraries `ldd` lists for `file` (Linux), and those of them beyond the C/C++ runtime and libc.
+ * @param {string} file
+ */
+export function sharedLibrariesOf(file) {
+  const run = spawnSync('ldd', [file], { encoding: 'utf8' });
+  if (run.status !== 0) throw new InstallError(`ldd ${relative(file)} failed: ${(run.stderr || run.stdout).trim()}`);
+  const all = run.stdout
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/)[0] ?? '')
+    .filter(Boolean)
+    .map((name) => path.basename(name));
+  return { all, beyondRuntime: all.filter((name) => !SYSTEM_RUNTIME.test(name)) };
 }
 
 /**
@@ -176,6 +197,7 @@ export async function buildAddon({ outDir, flags }) {
     // Passed even when OFF: cmake keeps cached values, so a reused build directory would keep an old choice.
     VOXD_CUDA: flags.cuda ? 'ON' : 'OFF',
     VOXD_PORTABLE: flags.portable ? 'ON' : 'OFF',
+    VOXD_BUNDLED_DEPS: flags.bundled ?? '',
     CMAKE_EXPORT_COMPILE_COMMANDS: 'ON',
   };
   if (ccacheAvailable()) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 // The package's `install` script (and `npm run build:native` = `node scripts/install.mjs --force-build`).
-// Makes sure a native addon that loads on this machine sits where node-gyp-build finds it:
+// Makes sure a native addon that loads on this machine is there:
+//   0. the platform package npm installed (docs/install.md) suits this CPU and loads -> nothing to build
 //   1. a prebuild or an up-to-date local build that loads  -> nothing to do
 //   2. the machine's addon cache has this exact build      -> copy it to build/Release (seconds)
 //   3. otherwise: system tools, engine sources, cmake-js build into build/ (incremental), then cache it.
-// --force-build skips 1 and 2: it always runs the compiler (someone may be editing third_party/).
-// Environment: VOXD_BUILD_FROM_SOURCE=1 (never use a prebuild), VOXD_CUDA=1 (CUDA backend; implies from source),
+// --force-build skips 0 to 2: it always runs the compiler (someone may be editing third_party/).
+// Environment: VOXD_BUILD_FROM_SOURCE=1 (never use a platform package or prebuild), VOXD_CUDA=1 (CUDA backend; implies from source),
 // VOXD_CACHE_DIR (default ~/.cache/voxd), VOXD_VERBOSE_BUILD=1 (show the build output), VOXD_BUILD_JOBS (compile jobs).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { InstallError, buildAddon, buildKey, cacheDir, formatDuration, log, relative, replaceFile, requireFromRoot, root, testLoad } from './build-native.mjs';
 import { fetchSources } from './fetch-sources.mjs';
 import { ensureSystemDeps } from './system-deps.mjs';
@@ -25,6 +28,33 @@ function readLocalBuildKey() {
   } catch {
     return null;
   }
+}
+
+/**
+ * Step 0: whether the server's own loader (dist/src/native/addon.js) takes the platform package, asked in a child
+ * process (a binary that crashes on load must not take the installer down). A clone before its first build has no
+ * loader yet: it builds from source.
+ */
+function platformPackageLoads() {
+  const loader = path.join(root, 'dist', 'src', 'native', 'addon.js');
+  if (!fs.existsSync(loader)) return false;
+  const ask = `import(${JSON.stringify(pathToFileURL(loader).href)}).then((m) => { let o; try { o = m.nativeOrigin(); } catch (e) { o = { kind: 'none', summary: e.message }; } console.log(JSON.stringify(o)); })`;
+  const run = spawnSync(process.execPath, ['-e', ask], { encoding: 'utf8', env: { ...process.env, VOXD_ADDON: '' } });
+  /** @type {{ kind?: string, summary?: string }} */
+  let origin = {};
+  try {
+    origin = JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}');
+  } catch {
+    log(`the platform package check ended ${run.signal ?? `with exit code ${run.status}`}; building from source`);
+    return false;
+  }
+  if (origin.kind === 'platform package') {
+    log(`${origin.summary}: nothing to build`);
+    return true;
+  }
+  const passedOver = /; (@voxd\/addon-.*)\)$/.exec(origin.summary ?? '');
+  if (passedOver) log(`${passedOver[1]}; building from source`);
+  return false;
 }
 
 /**
@@ -93,7 +123,9 @@ function storeInCache(file, key) {
 async function main() {
   const forceBuild = process.argv.includes('--force-build');
   const flags = { cuda: process.env.VOXD_CUDA === '1', portable: false };
-  if (!forceBuild && existingBinaryLoads(flags, process.env.VOXD_BUILD_FROM_SOURCE === '1')) return;
+  const fromSource = process.env.VOXD_BUILD_FROM_SOURCE === '1';
+  if (!forceBuild && !fromSource && !flags.cuda && platformPackageLoads()) return;
+  if (!forceBuild && existingBinaryLoads(flags, fromSource)) return;
 
   const key = buildKey(flags);
   if (!forceBuild && installFromCache(key)) return;

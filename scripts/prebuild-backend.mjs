@@ -2,7 +2,7 @@
 // The build command prebuildify runs in place of node-gyp (scripts/prebuild.mjs passes it as `nodeGyp`).
 // prebuildify calls `<this> rebuild --target=<v> --devdir=<dir> --arch=<arch> --release` in its working
 // directory and then takes <cwd>/build/Release/*.node, so this builds the portable CPU addon (VOXD_PORTABLE=ON,
-// no CUDA) from the package root with cmake-js into <cwd>/build. --target and --devdir are node-gyp's header
+// no CUDA, the static C libraries of VOXD_BUNDLED_DEPS) from the package root with cmake-js into <cwd>/build. --target and --devdir are node-gyp's header
 // download settings and are ignored: cmake-js builds against the Node running it, and the addon uses only N-API.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,7 +29,8 @@ async function main() {
   parseArgs(process.argv.slice(2));
   const outDir = path.relative(root, path.join(process.cwd(), 'build'));
   log(`building the portable addon into ${outDir} (a few minutes the first time; log: ${path.join(outDir, 'voxd-build.log')})`);
-  const { file } = await buildAddon({ outDir, flags: { cuda: false, portable: true } });
+  const bundled = process.env.VOXD_BUNDLED_DEPS || undefined; // set by scripts/prebuild.mjs
+  const { file } = await buildAddon({ outDir, flags: { cuda: false, portable: true, bundled } });
   log(`built ${relative(file)}`);
 }
 

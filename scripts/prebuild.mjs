@@ -1,16 +1,19 @@
 #!/usr/bin/env node
-// `npm run prebuild`: a portable (no -march=native) CPU build of the addon made with prebuildify, stripped and
-// placed where node-gyp-build looks for prebuilds: prebuilds/<platform>-<arch>/voxd.<libc>.node (prebuildify's
-// name for an N-API build: any Node ABI, tagged with the libc; prebuilds/ is packed into the npm tarball, never
-// committed). prebuildify 6 only knows node-gyp, so its `nodeGyp` is scripts/prebuild-backend.mjs, which builds with
-// cmake-js; it runs in the staging directory build/prebuild, so the native build in build/ stays incremental.
+// `npm run prebuild`: the addon of this machine's platform package (docs/install.md), made with prebuildify:
+// portable (no -march=native; x86-64-v3 on x64), linked with the static FFmpeg, flite and pocketsphinx of
+// scripts/bundled-deps.mjs and the static C++ runtime, stripped, and placed where node-gyp-build looks for
+// prebuilds: prebuilds/<platform>-<arch>/voxd.<libc>.node (prebuildify's name for an N-API build: any Node ABI,
+// tagged with the libc; never committed). scripts/release.mjs puts it into the platform package. prebuildify 6 only
+// knows node-gyp, so its `nodeGyp` is scripts/prebuild-backend.mjs, which builds with cmake-js; it runs in the
+// staging directory build/prebuild, so the native build in build/ stays incremental.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { InstallError, formatDuration, log, relative, requireFromRoot, root, testLoad } from './build-native.mjs';
+import { InstallError, formatDuration, log, relative, requireFromRoot, root, sharedLibrariesOf, testLoad } from './build-native.mjs';
+import { buildBundledDeps } from './bundled-deps.mjs';
 import { fetchSources } from './fetch-sources.mjs';
 import { REPORTED_FAILURE } from './prebuild-backend.mjs';
-import { ensureSystemDeps } from './system-deps.mjs';
+import { BUNDLED_BUILD_DEPS, ensureSystemDeps } from './system-deps.mjs';
 
 const STAGING = path.join(root, 'build', 'prebuild'); // prebuildify's cwd; cmake-js builds into STAGING/build
 const BACKEND = path.join(root, 'scripts', 'prebuild-backend.mjs');
@@ -87,8 +90,9 @@ function resolvedPrebuild() {
 async function main() {
   const started = Date.now();
   const run = await loadPrebuildify();
-  ensureSystemDeps();
+  ensureSystemDeps(BUNDLED_BUILD_DEPS, { purpose: 'the platform package build', rerun: 'npm run prebuild' });
   fetchSources();
+  process.env.VOXD_BUNDLED_DEPS = await buildBundledDeps(); // read by the build backend prebuildify spawns
 
   const platformDir = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
   const clearPlatformDir = () => fs.rmSync(platformDir, { recursive: true, force: true }); // one prebuild per platform
@@ -109,12 +113,19 @@ async function main() {
     if (resolved !== prebuild) throw new InstallError(`node-gyp-build resolves ${relative(resolved)} instead of ${relative(prebuild)}.`);
     const failure = testLoad(prebuild);
     if (failure) throw new InstallError(`the prebuild ${relative(prebuild)} does not load: ${failure}.`);
+    const { beyondRuntime } = sharedLibrariesOf(prebuild);
+    if (beyondRuntime.length)
+      throw new InstallError(
+        `the prebuild ${relative(prebuild)} needs ${beyondRuntime.join(', ')} of the system; it may need only libc and the C/C++ runtime.`,
+      );
   } catch (error) {
     clearPlatformDir(); // never leave a prebuild that failed a check where npm pack would ship it
     throw error;
   }
   const megabytes = (fs.statSync(prebuild).size / 2 ** 20).toFixed(1);
-  log(`prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, stripped, loads; made with prebuildify in ${formatDuration(Date.now() - started)})`);
+  log(
+    `prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, self-contained, stripped, loads; made with prebuildify in ${formatDuration(Date.now() - started)})`,
+  );
 }
 
 main().catch((error) => {

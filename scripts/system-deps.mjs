@@ -88,14 +88,32 @@ export function file(path) {
   return () => (fs.existsSync(path) ? null : `${path} missing`);
 }
 
-/** @type {SystemDep[]} */
-export const SYSTEM_DEPS = [
+/** @type {SystemDep[]} the tools of every native build */
+const TOOLCHAIN = [
   { what: 'cmake >= 3.18', check: command(['cmake'], '3.18'), debian: 'cmake' },
   { what: 'a C compiler', check: command(process.env.CC ? [process.env.CC] : ['cc', 'gcc', 'clang']), debian: 'gcc' },
   { what: 'a C++ compiler', check: command(process.env.CXX ? [process.env.CXX] : ['c++', 'g++', 'clang++']), debian: 'g++' },
   { what: 'ninja or make', check: command(['ninja', 'make']), debian: 'ninja-build' },
   { what: 'git (unpacks the llama.cpp source bundle)', check: command(['git']), debian: 'git' },
   { what: 'pkg-config', check: command(['pkg-config']), debian: 'pkg-config' },
+];
+
+/**
+ * What building a platform package needs (scripts/prebuild.mjs): the toolchain, make and xz for the bundled C
+ * libraries' own builds (scripts/bundled-deps.mjs), strip; none of the system's FFmpeg, flite or pocketsphinx.
+ * @type {SystemDep[]}
+ */
+export const BUNDLED_BUILD_DEPS = [
+  ...TOOLCHAIN,
+  { what: 'make (the bundled libraries build with it)', check: command(['make']), debian: 'make' },
+  { what: 'xz (unpacks FFmpeg and libogg)', check: command(['xz']), debian: 'xz-utils' },
+  { what: "bison (sphinxbase's configure asks for it)", check: command(['bison']), debian: 'bison' },
+  { what: 'strip', check: command(['strip']), debian: 'binutils' },
+];
+
+/** @type {SystemDep[]} what a source build needs */
+export const SYSTEM_DEPS = [
+  ...TOOLCHAIN,
   // FFmpeg 5.1 or newer (audio decoding; its channel-layout API), Debian 12's versions as the floor
   { what: 'FFmpeg libavformat >= 59.27', check: pkgConfig('libavformat >= 59.27'), debian: 'libavformat-dev' },
   { what: 'FFmpeg libavcodec >= 59.37', check: pkgConfig('libavcodec >= 59.37'), debian: 'libavcodec-dev' },

@@ -13,7 +13,7 @@ import { whisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
 import { createTransport } from './http/transports.js';
 import type { Logger } from './logger.js';
-import { loadNative, NativeLogLevel } from './native/addon.js';
+import { loadNative, nativeOrigin, NativeLogLevel } from './native/addon.js';
 import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
 import { mountOperationRoutes } from './routes/operations.js';
@@ -46,6 +46,7 @@ export interface RunningServer {
 
 export async function startServer(config: Config, logger: Logger, env: NodeJS.ProcessEnv = process.env): Promise<RunningServer> {
   const native = loadNative(); // fails fast, with the fix in the message, when the addon is missing or broken
+  logger.info({ addon: nativeOrigin().file }, nativeOrigin().summary);
   native.setLogLevel(config.logLevel === 'debug' || config.logLevel === 'trace' ? NativeLogLevel.info : NativeLogLevel.warn);
 
   const metrics = new Metrics();

@@ -1,5 +1,7 @@
-// For the classic C engines opened at run time (pocketsphinx, flite): resolving their functions, and calling them
-// so that a library that exit()s on an internal error fails one call instead of ending the server.
+// For the classic C engines (pocketsphinx, flite): resolving their functions, and calling them so that a library
+// that exit()s on an internal error fails one call instead of ending the server. A source build opens the system's
+// shared libraries at run time, so the addon loads without them; a platform package links them statically
+// (VOXD_STATIC_CLIBS, scripts/bundled-deps.mjs), so it needs nothing of the system.
 #pragma once
 
 #include <dlfcn.h>
@@ -14,6 +16,13 @@ template <typename F> void voxd_clib_resolve(void * lib, const char * name, F & 
         missing += missing.empty() ? name : std::string(", ") + name;
     }
 }
+
+// VOXD_CLIB_FN(lib, api, fn, missing): sets api.fn to the library's `fn`, linked in or looked up in `lib`.
+#if defined(VOXD_STATIC_CLIBS)
+#define VOXD_CLIB_FN(lib, api, fn, missing) ((void) (lib), (api).fn = &::fn)
+#else
+#define VOXD_CLIB_FN(lib, api, fn, missing) voxd_clib_resolve((lib), #fn, (api).fn, (missing))
+#endif
 
 // Runs `fn` with `jump` (the engine's thread_local) pointing at this frame, so the engine's fatal-error path can
 // longjmp back: then it returns false. Only the library's C frames and `fn` lie in between, so `fn` must own

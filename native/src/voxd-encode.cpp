@@ -57,13 +57,39 @@ constexpr int voxd_io_buffer_size  = 32 * 1024;
 constexpr int voxd_variable_frame  = 4096;  // frame size for codecs that take any (PCM)
 constexpr size_t voxd_input_block  = 16384; // input samples converted at a time
 
+// FFmpeg 7.1 (libavcodec 61.13) lists what an encoder takes through avcodec_get_supported_config; the AVCodec fields
+// are deprecated there and gone in 8.0, and FFmpeg 5.1 to 7.0 have only the fields.
+#define VOXD_HAS_SUPPORTED_CONFIG (LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(61, 13, 100))
+
+// The sample rates the codec takes (0-terminated), or null for any.
+const int * voxd_codec_rates(const AVCodec * codec) {
+#if VOXD_HAS_SUPPORTED_CONFIG
+    const void * list = nullptr;
+    return avcodec_get_supported_config(nullptr, codec, AV_CODEC_CONFIG_SAMPLE_RATE, 0, &list, nullptr) < 0 ? nullptr : static_cast<const int *>(list);
+#else
+    return codec->supported_samplerates;
+#endif
+}
+
+// The sample formats the codec takes (AV_SAMPLE_FMT_NONE-terminated), or null for any.
+const AVSampleFormat * voxd_codec_sample_formats(const AVCodec * codec) {
+#if VOXD_HAS_SUPPORTED_CONFIG
+    const void * list = nullptr;
+    return avcodec_get_supported_config(nullptr, codec, AV_CODEC_CONFIG_SAMPLE_FORMAT, 0, &list, nullptr) < 0 ? nullptr
+                                                                                                              : static_cast<const AVSampleFormat *>(list);
+#else
+    return codec->sample_fmts;
+#endif
+}
+
 // The input rate when the codec takes it, else the nearest rate it takes (the higher one on a tie).
 int voxd_pick_rate(const AVCodec * codec, int rate) {
-    if (!codec->supported_samplerates) {
+    const int * rates = voxd_codec_rates(codec);
+    if (!rates) {
         return rate;
     }
     int best = 0;
-    for (const int * r = codec->supported_samplerates; *r != 0; r++) {
+    for (const int * r = rates; *r != 0; r++) {
         if (*r == rate) {
             return rate;
         }
@@ -77,7 +103,7 @@ int voxd_pick_rate(const AVCodec * codec, int rate) {
 
 // Float when the codec takes it (no precision lost before the codec), else 16-bit (FLAC, PCM), else its first.
 AVSampleFormat voxd_pick_sample_format(const AVCodec * codec) {
-    const AVSampleFormat * fmts = codec->sample_fmts;
+    const AVSampleFormat * fmts = voxd_codec_sample_formats(codec);
     if (!fmts) {
         return AV_SAMPLE_FMT_FLT;
     }

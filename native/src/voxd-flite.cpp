@@ -2,7 +2,7 @@
 #include "voxd-clib.h"
 #include "voxd-pcm-stream.h"
 
-// Types and prototypes only: every function is resolved with dlsym, none is linked.
+// Types and prototypes; the functions are linked in or resolved with dlsym (voxd-clib.h).
 #include <flite/flite.h>
 
 #include <dlfcn.h>
@@ -42,6 +42,25 @@ using register_voice_fn = cst_voice * (*) (const char * voxdir);
 using lang_init_fn      = void (*)(cst_voice * vox);
 using lex_init_fn       = cst_lexicon * (*) ();
 
+} // namespace
+
+#if defined(VOXD_STATIC_CLIBS)
+// flite's language, lexicon and voices, linked in (no header of flite declares them)
+extern "C" {
+void usenglish_init(cst_voice * vox);
+cst_lexicon * cmulex_init(void);
+cst_voice * register_cmu_us_slt(const char * voxdir);
+cst_voice * register_cmu_us_kal16(const char * voxdir);
+cst_voice * register_cmu_us_awb(const char * voxdir);
+cst_voice * register_cmu_us_rms(const char * voxdir);
+}
+#define VOXD_FLITE_VOICE(fn) &::fn
+#else
+#define VOXD_FLITE_VOICE(fn) nullptr
+#endif
+
+namespace {
+
 // ---- the library, opened at run time ----
 
 // The flite 2.2 functions voxd calls (libflite.so.1, libflite_usenglish.so.1, libflite_cmulex.so.1).
@@ -79,14 +98,15 @@ struct voxd_flite_voice_def {
     const char * id;
     const char * library;
     const char * register_fn;
+    register_voice_fn linked; // VOXD_STATIC_CLIBS: the voice's register function; else looked up in `library`
     const char * description;
 };
 
 const voxd_flite_voice_def k_voice_defs[] = {
-    { "slt", "libflite_cmu_us_slt.so.1", "register_cmu_us_slt", "US English, female (clustergen, CMU ARCTIC slt)" },
-    { "kal", "libflite_cmu_us_kal16.so.1", "register_cmu_us_kal16", "US English, male (diphone, kal16)" },
-    { "awb", "libflite_cmu_us_awb.so.1", "register_cmu_us_awb", "Scottish English, male (clustergen, CMU ARCTIC awb)" },
-    { "rms", "libflite_cmu_us_rms.so.1", "register_cmu_us_rms", "US English, male (clustergen, CMU ARCTIC rms)" },
+    { "slt", "libflite_cmu_us_slt.so.1", "register_cmu_us_slt", VOXD_FLITE_VOICE(register_cmu_us_slt), "US English, female (clustergen, CMU ARCTIC slt)" },
+    { "kal", "libflite_cmu_us_kal16.so.1", "register_cmu_us_kal16", VOXD_FLITE_VOICE(register_cmu_us_kal16), "US English, male (diphone, kal16)" },
+    { "awb", "libflite_cmu_us_awb.so.1", "register_cmu_us_awb", VOXD_FLITE_VOICE(register_cmu_us_awb), "Scottish English, male (clustergen, CMU ARCTIC awb)" },
+    { "rms", "libflite_cmu_us_rms.so.1", "register_cmu_us_rms", VOXD_FLITE_VOICE(register_cmu_us_rms), "US English, male (clustergen, CMU ARCTIC rms)" },
 };
 constexpr size_t k_n_voices = sizeof(k_voice_defs) / sizeof(k_voice_defs[0]);
 
@@ -138,6 +158,7 @@ int voxd_flite_vfprintf(FILE * stream, const char * format, va_list ap) {
     return std::vsnprintf(nullptr, 0, format, ap);
 }
 
+#if !defined(VOXD_STATIC_CLIBS)
 int voxd_flite_vfprintf_chk(FILE * stream, int /*flag*/, const char * format, va_list ap) {
     return voxd_flite_vfprintf(stream, format, ap);
 }
@@ -252,6 +273,7 @@ int voxd_flite_hook_import(void * handle, const char * symbol, void * replacemen
     return 0;
 #endif
 }
+#endif // !VOXD_STATIC_CLIBS
 
 struct voxd_flite_library_state {
     voxd_flite_api api;
@@ -267,43 +289,52 @@ const voxd_flite_library_state & voxd_flite_library() {
     static std::once_flag once;
     std::call_once(once, [] {
         voxd_flite_api & api = state.api;
-        void * flite         = dlopen("libflite.so.1", RTLD_NOW | RTLD_LOCAL);
-        void * lang          = flite ? dlopen("libflite_usenglish.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
-        void * lex           = lang ? dlopen("libflite_cmulex.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+#if defined(VOXD_STATIC_CLIBS)
+        void * flite = nullptr; // linked in
+        void * lang  = nullptr;
+        void * lex   = nullptr;
+#else
+        void * flite = dlopen("libflite.so.1", RTLD_NOW | RTLD_LOCAL);
+        void * lang  = flite ? dlopen("libflite_usenglish.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+        void * lex   = lang ? dlopen("libflite_cmulex.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
         if (!lex) {
             const char * why = dlerror();
             state.failure    = std::string("flite is not installed (") + (why ? why : "cannot open libflite.so.1") + "): " + k_install_hint;
             return;
         }
+#endif
         std::string missing;
-        voxd_clib_resolve(flite, "flite_init", api.flite_init, missing);
-        voxd_clib_resolve(flite, "flite_add_lang", api.flite_add_lang, missing);
-        voxd_clib_resolve(flite, "flite_do_synth", api.flite_do_synth, missing);
-        voxd_clib_resolve(flite, "utt_synth_tokens", api.utt_synth_tokens, missing);
-        voxd_clib_resolve(flite, "new_utterance", api.new_utterance, missing);
-        voxd_clib_resolve(flite, "delete_utterance", api.delete_utterance, missing);
-        voxd_clib_resolve(flite, "utt_relation_create", api.utt_relation_create, missing);
-        voxd_clib_resolve(flite, "utt_wave", api.utt_wave, missing);
-        voxd_clib_resolve(flite, "relation_head", api.relation_head, missing);
-        voxd_clib_resolve(flite, "relation_append", api.relation_append, missing);
-        voxd_clib_resolve(flite, "item_set_string", api.item_set_string, missing);
-        voxd_clib_resolve(flite, "feat_set", api.feat_set, missing);
-        voxd_clib_resolve(flite, "feat_set_float", api.feat_set_float, missing);
-        voxd_clib_resolve(flite, "feat_present", api.feat_present, missing);
-        voxd_clib_resolve(flite, "feat_val", api.feat_val, missing);
-        voxd_clib_resolve(flite, "get_param_string", api.get_param_string, missing);
-        voxd_clib_resolve(flite, "val_breakfunc", api.val_breakfunc, missing);
-        voxd_clib_resolve(flite, "default_utt_break", api.default_utt_break, missing);
-        voxd_clib_resolve(flite, "ts_open_string", api.ts_open_string, missing);
-        voxd_clib_resolve(flite, "ts_get", api.ts_get, missing);
-        voxd_clib_resolve(flite, "ts_eof", api.ts_eof, missing);
-        voxd_clib_resolve(flite, "ts_close", api.ts_close, missing);
-        voxd_clib_resolve(flite, "new_audio_streaming_info", api.new_audio_streaming_info, missing);
-        voxd_clib_resolve(flite, "audio_streaming_info_val", api.audio_streaming_info_val, missing);
-        voxd_clib_resolve(lang, "usenglish_init", api.usenglish_init, missing);
-        voxd_clib_resolve(lex, "cmulex_init", api.cmulex_init, missing);
+        VOXD_CLIB_FN(flite, api, flite_init, missing);
+        VOXD_CLIB_FN(flite, api, flite_add_lang, missing);
+        VOXD_CLIB_FN(flite, api, flite_do_synth, missing);
+        VOXD_CLIB_FN(flite, api, utt_synth_tokens, missing);
+        VOXD_CLIB_FN(flite, api, new_utterance, missing);
+        VOXD_CLIB_FN(flite, api, delete_utterance, missing);
+        VOXD_CLIB_FN(flite, api, utt_relation_create, missing);
+        VOXD_CLIB_FN(flite, api, utt_wave, missing);
+        VOXD_CLIB_FN(flite, api, relation_head, missing);
+        VOXD_CLIB_FN(flite, api, relation_append, missing);
+        VOXD_CLIB_FN(flite, api, item_set_string, missing);
+        VOXD_CLIB_FN(flite, api, feat_set, missing);
+        VOXD_CLIB_FN(flite, api, feat_set_float, missing);
+        VOXD_CLIB_FN(flite, api, feat_present, missing);
+        VOXD_CLIB_FN(flite, api, feat_val, missing);
+        VOXD_CLIB_FN(flite, api, get_param_string, missing);
+        VOXD_CLIB_FN(flite, api, val_breakfunc, missing);
+        VOXD_CLIB_FN(flite, api, default_utt_break, missing);
+        VOXD_CLIB_FN(flite, api, ts_open_string, missing);
+        VOXD_CLIB_FN(flite, api, ts_get, missing);
+        VOXD_CLIB_FN(flite, api, ts_eof, missing);
+        VOXD_CLIB_FN(flite, api, ts_close, missing);
+        VOXD_CLIB_FN(flite, api, new_audio_streaming_info, missing);
+        VOXD_CLIB_FN(flite, api, audio_streaming_info_val, missing);
+        VOXD_CLIB_FN(lang, api, usenglish_init, missing);
+        VOXD_CLIB_FN(lex, api, cmulex_init, missing);
         register_voice_fn registers[k_n_voices] = {};
         for (size_t i = 0; i < k_n_voices; i++) {
+#if defined(VOXD_STATIC_CLIBS)
+            registers[i] = k_voice_defs[i].linked;
+#else
             void * lib = dlopen(k_voice_defs[i].library, RTLD_NOW | RTLD_LOCAL);
             if (!lib) {
                 const char * why = dlerror();
@@ -311,16 +342,21 @@ const voxd_flite_library_state & voxd_flite_library() {
                 return;
             }
             voxd_clib_resolve(lib, k_voice_defs[i].register_fn, registers[i], missing);
+#endif
         }
         if (!missing.empty()) {
             state.failure = "the installed flite lacks " + missing + " (voxd needs flite 2.2): " + k_install_hint;
             return;
         }
         // before any flite code runs, and while nothing else calls into flite
+#if defined(VOXD_STATIC_CLIBS)
+        state.deterministic = true; // the static flite calls the voxd_flite_static_* functions below instead
+#else
         state.deterministic = voxd_flite_hook_import(flite, "rand", reinterpret_cast<void *>(&voxd_flite_rand)) > 0;
         voxd_flite_hook_import(flite, "exit", reinterpret_cast<void *>(&voxd_flite_exit));
         voxd_flite_hook_import(flite, "vfprintf", reinterpret_cast<void *>(&voxd_flite_vfprintf));
         voxd_flite_hook_import(flite, "__vfprintf_chk", reinterpret_cast<void *>(&voxd_flite_vfprintf_chk));
+#endif
 
         // what flite's own main does before it registers its voices; none of this is thread-safe
         api.flite_init();
@@ -341,6 +377,24 @@ const voxd_flite_library_state & voxd_flite_library() {
 }
 
 } // namespace
+
+#if defined(VOXD_STATIC_CLIBS)
+// The static flite is compiled with rand, exit and vfprintf renamed to these (scripts/bundled-deps.mjs): the same
+// redirection as the GOT hooks of a shared libflite, made at compile time.
+extern "C" {
+int voxd_flite_static_rand(void) {
+    return voxd_flite_rand();
+}
+
+[[noreturn]] void voxd_flite_static_exit(int status) {
+    voxd_flite_exit(status);
+}
+
+int voxd_flite_static_vfprintf(FILE * stream, const char * format, va_list ap) {
+    return voxd_flite_vfprintf(stream, format, ap);
+}
+}
+#endif
 
 // The registered voices, shared by every FliteModel and the workers in flight.
 struct voxd_flite_voices {

@@ -1,7 +1,7 @@
 #include "voxd-sphinx.h"
 #include "voxd-clib.h"
 
-// Types and prototypes only: every function is resolved with dlsym, none is linked.
+// Types and prototypes; the functions are linked in or resolved with dlsym (voxd-clib.h).
 #include <pocketsphinx.h>
 #include <sphinxbase/cmn.h>
 #include <sphinxbase/err.h>
@@ -120,13 +120,17 @@ void voxd_sphinx_log(void * /*user_data*/, err_lvl_t level, const char * fmt, ..
     }
 }
 
-// Opens the libraries once per process; throws engine_unavailable (every time) when that failed. The handles
+// Opens the libraries (when not linked in) once per process; throws engine_unavailable (every time) when that failed. The handles
 // are never closed: the library keeps process-wide state, its log callback among it, pointing into this file.
 const voxd_sphinx_api & voxd_sphinx_library() {
     static voxd_sphinx_api api;
     static std::string failure;
     static std::once_flag once;
     std::call_once(once, [] {
+#if defined(VOXD_STATIC_CLIBS)
+        void * base = nullptr; // linked in
+        void * ps   = nullptr;
+#else
         void * base = dlopen("libsphinxbase.so.3", RTLD_NOW | RTLD_LOCAL);
         void * ps   = base ? dlopen("libpocketsphinx.so.3", RTLD_NOW | RTLD_LOCAL) : nullptr;
         if (!ps) {
@@ -134,32 +138,33 @@ const voxd_sphinx_api & voxd_sphinx_library() {
             failure          = std::string("pocketsphinx is not installed (") + (why ? why : "cannot open libpocketsphinx.so.3") + "): " + k_install_hint;
             return;
         }
+#endif
         std::string missing;
-        voxd_clib_resolve(base, "cmd_ln_parse_r", api.cmd_ln_parse_r, missing);
-        voxd_clib_resolve(base, "cmd_ln_free_r", api.cmd_ln_free_r, missing);
-        voxd_clib_resolve(base, "cmd_ln_int_r", api.cmd_ln_int_r, missing);
-        voxd_clib_resolve(base, "cmd_ln_float_r", api.cmd_ln_float_r, missing);
-        voxd_clib_resolve(base, "err_set_callback", api.err_set_callback, missing);
-        voxd_clib_resolve(base, "err_set_logfp", api.err_set_logfp, missing);
-        voxd_clib_resolve(base, "logmath_exp", api.logmath_exp, missing);
-        voxd_clib_resolve(ps, "ps_args", api.ps_args, missing);
-        voxd_clib_resolve(ps, "ps_init", api.ps_init, missing);
-        voxd_clib_resolve(ps, "ps_free", api.ps_free, missing);
-        voxd_clib_resolve(ps, "ps_get_config", api.ps_get_config, missing);
-        voxd_clib_resolve(ps, "ps_get_feat", api.ps_get_feat, missing);
-        voxd_clib_resolve(ps, "ps_get_logmath", api.ps_get_logmath, missing);
-        voxd_clib_resolve(ps, "ps_start_stream", api.ps_start_stream, missing);
-        voxd_clib_resolve(ps, "ps_start_utt", api.ps_start_utt, missing);
-        voxd_clib_resolve(ps, "ps_process_raw", api.ps_process_raw, missing);
-        voxd_clib_resolve(ps, "ps_end_utt", api.ps_end_utt, missing);
-        voxd_clib_resolve(ps, "ps_get_in_speech", api.ps_get_in_speech, missing);
-        voxd_clib_resolve(ps, "ps_get_hyp", api.ps_get_hyp, missing);
-        voxd_clib_resolve(ps, "ps_seg_iter", api.ps_seg_iter, missing);
-        voxd_clib_resolve(ps, "ps_seg_next", api.ps_seg_next, missing);
-        voxd_clib_resolve(ps, "ps_seg_word", api.ps_seg_word, missing);
-        voxd_clib_resolve(ps, "ps_seg_frames", api.ps_seg_frames, missing);
-        voxd_clib_resolve(ps, "ps_seg_prob", api.ps_seg_prob, missing);
-        voxd_clib_resolve(ps, "ps_seg_free", api.ps_seg_free, missing);
+        VOXD_CLIB_FN(base, api, cmd_ln_parse_r, missing);
+        VOXD_CLIB_FN(base, api, cmd_ln_free_r, missing);
+        VOXD_CLIB_FN(base, api, cmd_ln_int_r, missing);
+        VOXD_CLIB_FN(base, api, cmd_ln_float_r, missing);
+        VOXD_CLIB_FN(base, api, err_set_callback, missing);
+        VOXD_CLIB_FN(base, api, err_set_logfp, missing);
+        VOXD_CLIB_FN(base, api, logmath_exp, missing);
+        VOXD_CLIB_FN(ps, api, ps_args, missing);
+        VOXD_CLIB_FN(ps, api, ps_init, missing);
+        VOXD_CLIB_FN(ps, api, ps_free, missing);
+        VOXD_CLIB_FN(ps, api, ps_get_config, missing);
+        VOXD_CLIB_FN(ps, api, ps_get_feat, missing);
+        VOXD_CLIB_FN(ps, api, ps_get_logmath, missing);
+        VOXD_CLIB_FN(ps, api, ps_start_stream, missing);
+        VOXD_CLIB_FN(ps, api, ps_start_utt, missing);
+        VOXD_CLIB_FN(ps, api, ps_process_raw, missing);
+        VOXD_CLIB_FN(ps, api, ps_end_utt, missing);
+        VOXD_CLIB_FN(ps, api, ps_get_in_speech, missing);
+        VOXD_CLIB_FN(ps, api, ps_get_hyp, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_iter, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_next, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_word, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_frames, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_prob, missing);
+        VOXD_CLIB_FN(ps, api, ps_seg_free, missing);
         if (!missing.empty()) {
             failure = "the installed libpocketsphinx.so.3 lacks " + missing + " (voxd needs pocketsphinx 5prealpha): " + k_install_hint;
             return;

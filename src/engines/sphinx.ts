@@ -1,15 +1,24 @@
 /**
- * The built-in speech-to-text model `sphinx`: CMU pocketsphinx 5prealpha with Debian's US English model, offline
- * and with nothing to download. The addon opens the library at run time, so without Debian's libpocketsphinx3
- * and pocketsphinx-en-us packages only this model fails to load, with a message naming them.
+ * The built-in speech-to-text model `sphinx`: CMU pocketsphinx 5prealpha with its US English model, offline and with
+ * nothing to download. A platform package links pocketsphinx in and ships the model beside the addon; a source build
+ * opens Debian's libpocketsphinx3 at run time and reads pocketsphinx-en-us, so without those packages only this
+ * model fails to load, with a message naming them.
  *
  * Transcripts match `pocketsphinx_continuous -infile`: the audio is cut into utterances on silence by the
  * decoder's own voice activity detection, one segment per utterance, lower-case words without punctuation.
  * `prompt` and `temperature` are ignored (pocketsphinx has neither prompt conditioning nor sampling); it hears
  * English only (its `capabilities`, which the speech-to-text service checks); `maxTokens` keeps that many words.
  */
+import path from 'node:path';
 import { unavailableModelError, unloadedModelError } from '../errors.js';
-import { loadNative, type NativeSphinxLoadOptions, type NativeSphinxModel, type NativeSphinxPoolStats, type NativeSphinxSegment } from '../native/addon.js';
+import {
+  loadNative,
+  nativeOrigin,
+  type NativeSphinxLoadOptions,
+  type NativeSphinxModel,
+  type NativeSphinxPoolStats,
+  type NativeSphinxSegment,
+} from '../native/addon.js';
 import { abortFlagFor } from '../native/abort.js';
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';
@@ -132,13 +141,19 @@ export function sphinxDecoderStats(model: SttModel): { transcribe: NativeSphinxP
   return model instanceof SphinxSttModel ? model.decoderStats() : null;
 }
 
+/** The US English model a platform package ships beside its addon (docs/install.md); none for a source build. */
+function bundledModelFiles(): NativeSphinxLoadOptions {
+  const dir = nativeOrigin().sphinxModelDir;
+  return dir ? { hmm: path.join(dir, 'en-us'), lm: path.join(dir, 'en-us.lm.bin'), dict: path.join(dir, 'cmudict-en-us.dict') } : {};
+}
+
 /**
- * Loads pocketsphinx with Debian's US English model (or the given files). A missing library or model becomes a
+ * Loads pocketsphinx with the platform package's or Debian's US English model (or the given files). A missing library or model becomes a
  * 400 `invalid_model` whose message names the packages to install.
  */
 export async function loadSphinxModel(id: string = SPHINX_MODEL_ID, options: NativeSphinxLoadOptions = {}): Promise<SttModel> {
   try {
-    return new SphinxSttModel(id, await loadNative().SphinxModel.load(options));
+    return new SphinxSttModel(id, await loadNative().SphinxModel.load({ ...bundledModelFiles(), ...options }));
   } catch (error) {
     throw unavailableModelError(id, error);
   }

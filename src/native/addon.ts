@@ -3,6 +3,7 @@
  * services reach native code through engines. Every method that can take more than about a millisecond
  * runs on a libuv worker thread and returns a Promise; failures reject with a `NativeError` (message + code).
  */
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -521,24 +522,116 @@ export class NativeLoadError extends Error {
 }
 
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-let cached: NativeAddon | undefined;
+let cached: { addon: NativeAddon; origin: NativeOrigin } | undefined;
+
+/** Where the loaded addon came from (docs/install.md). */
+export interface NativeOrigin {
+  kind: 'VOXD_ADDON' | 'platform package' | 'source build';
+  /** The .node file. */
+  file: string;
+  /** Data shipped beside the addon: the `sphinx` model's files (a platform package's), else null (the system's). */
+  sphinxModelDir: string | null;
+  /** One line for the log: what was loaded, and why not the platform package when it was passed over. */
+  summary: string;
+}
+
+/** What a platform package says of itself in its package.json (`voxd`), written by scripts/release.mjs. */
+interface PlatformManifest {
+  name: string;
+  version: string;
+  voxd?: { cpu?: string; requiresCpuFlags?: string[]; bundles?: string };
+}
 
 /**
- * Loads the addon once: `VOXD_ADDON` (a path to a .node file, e.g. a custom CUDA build) when set, else what
- * node-gyp-build picks (a local build in build/ wins over prebuilds/).
+ * The platform package npm installs on this machine (voxd's optionalDependencies: npm takes the one whose os, cpu and
+ * libc match): `@voxd/addon-linux-x64-gnu` and so on.
  */
-export function loadNative(): NativeAddon {
+export function platformPackageName(): string {
+  const glibc = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header?.glibcVersionRuntime;
+  const libc = process.platform === 'linux' ? (glibc ? '-gnu' : '-musl') : '';
+  return `@voxd/addon-${process.platform}-${process.arch}${libc}`;
+}
+
+/** The CPU flags /proc/cpuinfo lists (Linux), or null where it cannot be read. */
+function cpuFlags(): Set<string> | null {
+  try {
+    const line = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'));
+    return line ? new Set((line[1] as string).trim().split(/\s+/)) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The platform package's addon when it is installed, suits this CPU and loads; else why not (null: not installed,
+ * nothing to say).
+ */
+function loadPlatformPackage(require: NodeRequire): { addon: NativeAddon; origin: NativeOrigin } | { skipped: string | null } {
+  const name = platformPackageName();
+  let manifestFile: string;
+  try {
+    manifestFile = require.resolve(`${name}/package.json`);
+  } catch {
+    return { skipped: null };
+  }
+  const dir = path.dirname(manifestFile);
+  const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8')) as PlatformManifest;
+  const flags = cpuFlags();
+  const lacking = flags ? (manifest.voxd?.requiresCpuFlags ?? []).filter((flag) => !flags.has(flag)) : [];
+  if (lacking.length) return { skipped: `${name} needs a ${manifest.voxd?.cpu ?? 'newer'} CPU (this one lacks ${lacking.join(', ')})` };
+  const file = path.join(dir, 'voxd.node');
+  try {
+    const addon = require(file) as NativeAddon;
+    const summary = `native addon: ${name} ${manifest.version} (prebuilt${manifest.voxd?.cpu ? ` for ${manifest.voxd.cpu}` : ''}${manifest.voxd?.bundles ? `, with ${manifest.voxd.bundles}` : ''})`;
+    return { addon, origin: { kind: 'platform package', file, sphinxModelDir: path.join(dir, 'pocketsphinx', 'en-us'), summary } };
+  } catch (error) {
+    return { skipped: `${name} did not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)})` };
+  }
+}
+
+/**
+ * Loads the addon once: `VOXD_ADDON` (a path to a .node file, e.g. a custom CUDA build) when set; else the platform
+ * package when it is installed, suits this CPU and loads (not with VOXD_BUILD_FROM_SOURCE=1); else the source build
+ * (build/Release, or prebuilds/ of a package made with `npm run prebuild`) that node-gyp-build finds.
+ */
+function load(): { addon: NativeAddon; origin: NativeOrigin } {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
+  const explicit = process.env.VOXD_ADDON;
+  let skipped: string | null = null;
   try {
-    const explicit = process.env.VOXD_ADDON;
-    cached = explicit ? (require(path.resolve(explicit)) as NativeAddon) : (require('node-gyp-build') as (dir: string) => NativeAddon)(packageRoot);
+    if (explicit) {
+      const file = path.resolve(explicit);
+      cached = {
+        addon: require(file) as NativeAddon,
+        origin: { kind: 'VOXD_ADDON', file, sphinxModelDir: null, summary: `native addon: ${file} (VOXD_ADDON)` },
+      };
+      return cached;
+    }
+    if (process.env.VOXD_BUILD_FROM_SOURCE !== '1') {
+      const platform = loadPlatformPackage(require);
+      if ('addon' in platform) return (cached = platform);
+      skipped = platform.skipped;
+    }
+    const gypBuild = require('node-gyp-build') as { (dir: string): NativeAddon; path(dir: string): string };
+    const file = gypBuild.path(packageRoot);
+    const summary = `native addon: ${path.relative(packageRoot, file)} (built from source${skipped ? `; ${skipped}` : ''})`;
+    cached = { addon: require(file) as NativeAddon, origin: { kind: 'source build', file, sphinxModelDir: null, summary } };
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new NativeLoadError(
-      `voxd's native addon could not be loaded (${reason}). ` +
+      `voxd's native addon could not be loaded (${reason}${skipped ? `; ${skipped}` : ''}). ` +
         `Rebuild it for this machine with \`npm run build:native\` (in the voxd folder), or reinstall with \`npm install\`.`,
     );
   }
   return cached;
+}
+
+export function loadNative(): NativeAddon {
+  return load().addon;
+}
+
+/** Where the addon came from (loading it first). */
+export function nativeOrigin(): NativeOrigin {
+  return load().origin;
 }

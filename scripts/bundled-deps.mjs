@@ -1,0 +1,309 @@
+// The C libraries a platform package links statically (docs/install.md): a minimal FFmpeg with the MP3, Vorbis and
+// Opus encoders it wraps, flite 2.2 with the voices voxd offers, and pocketsphinx 5prealpha with sphinxbase. Each
+// is the upstream source tarball as Debian's archive ships it (the .orig tarball of the Debian source package),
+// pinned by SHA-256 and fetched at build time into the pack cache, never committed. `buildBundledDeps` configures
+// and builds each, position-independent and static, into one prefix that CMakeLists.txt takes as
+// VOXD_BUNDLED_DEPS; a stamp per library makes a second run skip what is built already.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { InstallError, cacheDir, formatDuration, log, relative, root } from './build-native.mjs';
+
+const MIRRORS = ['http://deb.debian.org/debian/pool/main', 'https://snapshot.debian.org/archive/debian/20251101T000000Z/pool/main'];
+const PACKS = path.join(cacheDir, 'packs');
+export const BUNDLED_ROOT = path.join(root, 'build', 'bundled');
+export const BUNDLED_PREFIX = path.join(BUNDLED_ROOT, 'prefix');
+
+// The formats the decoder reads and the encoder writes (docs/api.md): containers, codecs and the parsers the
+// demuxers need. Everything else of FFmpeg is left out (no programs, devices, filters, network or video).
+const FFMPEG_COMPONENTS = {
+  demuxer: [
+    ...['wav', 'w64', 'aiff', 'au', 'caf', 'flac', 'mp3', 'ogg', 'matroska', 'mov', 'aac', 'ac3', 'eac3', 'wv', 'asf', 'mpegps', 'mpegts', 'amr'],
+    // not audio, but recognised, so that the error can say what the file is (a PNG, a JPEG, a GIF)
+    ...['image_png_pipe', 'image_jpeg_pipe', 'image_gif_pipe', 'image_webp_pipe'],
+  ],
+  decoder: [
+    ...['pcm_u8', 'pcm_s8', 'pcm_s16le', 'pcm_s16be', 'pcm_s24le', 'pcm_s24be', 'pcm_s32le', 'pcm_s32be', 'pcm_f32le', 'pcm_f32be', 'pcm_f64le'],
+    ...['pcm_f64be', 'pcm_alaw', 'pcm_mulaw', 'adpcm_ima_wav', 'adpcm_ms', 'gsm_ms', 'mp3float', 'mp3', 'mp2float', 'mp2', 'flac', 'vorbis'],
+    ...['opus', 'aac', 'aac_latm', 'alac', 'ac3', 'eac3', 'wavpack', 'wmav1', 'wmav2', 'amrnb', 'amrwb'],
+  ],
+  parser: ['mpegaudio', 'flac', 'vorbis', 'opus', 'aac', 'aac_latm', 'ac3'],
+  encoder: ['pcm_s16le', 'flac', 'aac', 'libmp3lame', 'libvorbis', 'libopus'],
+  muxer: ['wav', 'mp3', 'flac', 'ogg', 'adts', 'pcm_s16le'],
+};
+
+// flite builds the languages, lexicons and voices a `.lv` file lists: these are the voices voxd offers
+const FLITE_LANGVOX = `LEXES += cmulex
+LANGS += usenglish
+VOXES += cmu_us_kal16 cmu_us_awb cmu_us_rms cmu_us_slt
+`;
+
+// flite's calls of rand, exit and vfprintf go to voxd (native/src/voxd-flite.cpp says why): in a shared libflite
+// they are redirected at run time, in the static one at compile time
+const FLITE_REDIRECTS = ['rand', 'exit', 'vfprintf'].map((fn) => `-D${fn}=voxd_flite_static_${fn}`);
+
+/**
+ * @typedef {{ name: string, version: string, file: string, pool: string, sha256: string, licence: string,
+ *   licenceFiles: string[], options?: unknown, build: (src: string, prefix: string, jobs: number) => void }} BundledDep
+ * `options`: what the build takes besides its own code (a change rebuilds it)
+ */
+
+/** @type {BundledDep[]} in build order: each may use the ones before it (FFmpeg links LAME, Vorbis and Opus) */
+export const BUNDLED_DEPS = [
+  {
+    name: 'libogg',
+    version: '1.3.5',
+    file: 'libogg_1.3.5.orig.tar.xz',
+    pool: 'libo/libogg',
+    sha256: 'c4d91be36fc8e54deae7575241e03f4211eb102afb3fc0775fbbc1b740016705',
+    licence: 'BSD-3-Clause',
+    licenceFiles: ['COPYING'],
+    build: (src, prefix, jobs) => autotools(src, prefix, jobs, []),
+  },
+  {
+    name: 'libvorbis',
+    version: '1.3.7',
+    file: 'libvorbis_1.3.7.orig.tar.gz',
+    pool: 'libv/libvorbis',
+    sha256: '0e982409a9c3fc82ee06e08205b1355e5c6aa4c36bca58146ef399621b0ce5ab',
+    licence: 'BSD-3-Clause',
+    licenceFiles: ['COPYING'],
+    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-docs', '--disable-examples', '--disable-oggtest']),
+  },
+  {
+    name: 'opus',
+    version: '1.3.1',
+    file: 'opus_1.3.1.orig.tar.gz',
+    pool: 'o/opus',
+    sha256: '65b58e1e25b2a114157014736a3d9dfeaad8d41be1c8179866f144a2fb44ff9d',
+    licence: 'BSD-3-Clause',
+    licenceFiles: ['COPYING'],
+    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-doc', '--disable-extra-programs']),
+  },
+  {
+    name: 'lame',
+    version: '3.100',
+    file: 'lame_3.100.orig.tar.gz',
+    pool: 'l/lame',
+    sha256: 'ddfe36cab873794038ae2c1210557ad34857a4b6bdc515785d1da9e175b1da1e',
+    licence: 'LGPL-2.0-or-later',
+    licenceFiles: ['COPYING', 'LICENSE'],
+    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-frontend', '--disable-decoder', '--disable-gtktest', '--disable-analyzer-hooks']),
+  },
+  {
+    name: 'flite',
+    version: '2.2',
+    file: 'flite_2.2.orig.tar.gz',
+    pool: 'f/flite',
+    sha256: 'ab1555fe5adc3f99f1d4a1a0eb1596d329fd6d74f1464a0097c81f53c0cf9e5c',
+    licence: 'BSD-4-Clause-style (flite)',
+    licenceFiles: ['COPYING'],
+    options: [FLITE_LANGVOX, FLITE_REDIRECTS],
+    build: (src, prefix, jobs) => {
+      fs.writeFileSync(path.join(src, 'config', 'voxd.lv'), FLITE_LANGVOX);
+      const cflags = ['-O2', '-fPIC', '-U_FORTIFY_SOURCE', '-D_FORTIFY_SOURCE=0', ...FLITE_REDIRECTS].join(' ');
+      run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--disable-sockets', '--with-audio=none', '--with-langvox=voxd'], src, { CFLAGS: cflags });
+      // the libraries only: flite's programs would need the redirected functions, which only the addon defines
+      for (const dir of ['include', 'src', 'lang']) run('make', [`-j${jobs}`, '-C', dir], src);
+      const libs = path.join(src, 'build', fliteTarget(src), 'lib');
+      fs.mkdirSync(path.join(prefix, 'lib'), { recursive: true });
+      for (const lib of fs.readdirSync(libs).filter((f) => f.endsWith('.a'))) fs.copyFileSync(path.join(libs, lib), path.join(prefix, 'lib', lib));
+      fs.cpSync(path.join(src, 'include'), path.join(prefix, 'include', 'flite'), { recursive: true, filter: (f) => !f.endsWith('Makefile') });
+    },
+  },
+  {
+    name: 'sphinxbase',
+    version: '5prealpha',
+    file: 'sphinxbase_0.8+5prealpha+1.orig.tar.gz',
+    pool: 's/sphinxbase',
+    sha256: 'f72bdb59e50b558bed47cc2105777200d2b246a0f328e913de16a9b22f9a246f',
+    licence: 'BSD-2-Clause (CMU)',
+    licenceFiles: ['LICENSE'],
+    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--without-python', '--without-lapack']),
+  },
+  {
+    name: 'pocketsphinx',
+    version: '5prealpha',
+    file: 'pocketsphinx_0.8+5prealpha+1.orig.tar.gz',
+    pool: 'p/pocketsphinx',
+    sha256: 'ef5bb5547e2712bdf571f256490ef42a47962033892efd9d7df8eed7fe573ed9',
+    licence: 'BSD-2-Clause (CMU)',
+    licenceFiles: ['LICENSE'],
+    build: (src, prefix, jobs) => {
+      autotools(src, prefix, jobs, ['--without-python']);
+      // the en-us acoustic model, language model and dictionary the `sphinx` model decodes with
+      const model = path.join(prefix, 'share', 'pocketsphinx', 'model', 'en-us');
+      fs.rmSync(model, { recursive: true, force: true });
+      fs.cpSync(path.join(src, 'model', 'en-us'), model, { recursive: true, filter: (f) => !/phone\.lm\.bin$|Makefile/.test(f) });
+    },
+  },
+  {
+    name: 'ffmpeg',
+    version: '5.1.9',
+    file: 'ffmpeg_5.1.9.orig.tar.xz',
+    pool: 'f/ffmpeg',
+    sha256: 'd9b593bb2ba93d4b50f74177e0cdcd41747e708596367deed0c30348a71dd176',
+    licence: 'LGPL-2.1-or-later',
+    licenceFiles: ['COPYING.LGPLv2.1', 'LICENSE.md'],
+    options: FFMPEG_COMPONENTS,
+    build: (src, prefix, jobs) => {
+      const components = Object.entries(FFMPEG_COMPONENTS).map(([kind, names]) => `--enable-${kind}=${names.join(',')}`);
+      run(
+        './configure',
+        [
+          `--prefix=${prefix}`,
+          '--pkg-config-flags=--static',
+          `--extra-cflags=-I${prefix}/include`,
+          `--extra-ldflags=-L${prefix}/lib`,
+          '--enable-pic',
+          '--enable-static',
+          '--disable-shared',
+          '--disable-autodetect', // nothing of the build machine's libraries gets in by chance
+          '--disable-everything',
+          '--disable-programs',
+          '--disable-doc',
+          '--disable-network',
+          '--disable-avdevice',
+          '--disable-avfilter',
+          '--disable-swscale',
+          '--disable-postproc',
+          '--disable-x86asm', // no nasm needed; audio decoding is a small part of voxd's time
+          '--enable-swresample',
+          '--enable-libmp3lame',
+          '--enable-libvorbis',
+          '--enable-libopus',
+          ...components,
+        ],
+        src,
+        prefixPkgConfig(prefix),
+      );
+      run('make', [`-j${jobs}`], src);
+      run('make', ['install'], src);
+    },
+  },
+];
+
+/**
+ * @param {string} cmd
+ * @param {string[]} args
+ * @param {string} cwd
+ * @param {NodeJS.ProcessEnv} [env] added to the environment
+ */
+function run(cmd, args, cwd, env = {}) {
+  const result = spawnSync(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', maxBuffer: 1 << 28 });
+  const logFile = path.join(BUNDLED_ROOT, 'build.log');
+  fs.appendFileSync(logFile, `\n$ (${relative(cwd)}) ${cmd} ${args.join(' ')}\n${result.stdout}${result.stderr}`);
+  if (result.status !== 0) {
+    throw new InstallError(
+      `${cmd} ${args.slice(0, 3).join(' ')} failed in ${relative(cwd)}:\n${(result.stderr || result.stdout).trim().split('\n').slice(-25).join('\n')}\n(full log: ${relative(logFile)})`,
+    );
+  }
+}
+
+/**
+ * pkg-config of the prefix only: no library of the build machine is taken by chance.
+ * @param {string} prefix
+ */
+const prefixPkgConfig = (prefix) => ({ PKG_CONFIG_PATH: '', PKG_CONFIG_LIBDIR: path.join(prefix, 'lib', 'pkgconfig') });
+
+/**
+ * configure && make && make install, static and position-independent.
+ * @param {string} src
+ * @param {string} prefix
+ * @param {number} jobs
+ * @param {string[]} extra
+ */
+function autotools(src, prefix, jobs, extra) {
+  const env = { CFLAGS: '-O2 -fPIC', ...prefixPkgConfig(prefix) };
+  run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...extra], src, env);
+  run('make', [`-j${jobs}`], src, env);
+  run('make', ['install'], src, env);
+}
+
+/** @param {string} src flite's build directory is named by its target triple */
+function fliteTarget(src) {
+  const build = path.join(src, 'build');
+  const [target] = fs.readdirSync(build);
+  if (!target) throw new InstallError(`flite built nothing in ${relative(build)}`);
+  return target;
+}
+
+/** @param {string} file */
+function sha256Of(file) {
+  return createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+}
+
+/**
+ * The dependency's tarball in the pack cache, downloaded when missing and checked against its pin.
+ * @param {BundledDep} dep
+ */
+export async function bundledTarball(dep) {
+  const file = path.join(PACKS, dep.file);
+  if (fs.existsSync(file) && sha256Of(file) === dep.sha256) return file;
+  fs.mkdirSync(PACKS, { recursive: true });
+  const failures = [];
+  for (const mirror of MIRRORS) {
+    const url = `${mirror}/${dep.pool}/${encodeURIComponent(dep.file)}`;
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(300_000) });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const bytes = Buffer.from(await response.arrayBuffer());
+      const digest = createHash('sha256').update(bytes).digest('hex');
+      if (digest !== dep.sha256) throw new Error(`SHA-256 ${digest}, pinned ${dep.sha256}`);
+      fs.writeFileSync(`${file}.tmp`, bytes);
+      fs.renameSync(`${file}.tmp`, file);
+      log(`fetched ${url} (${(bytes.length / 2 ** 20).toFixed(1)} MB, SHA-256 checked)`);
+      return file;
+    } catch (error) {
+      failures.push(`${url}: ${/** @type {Error} */ (error).message}`);
+    }
+  }
+  throw new InstallError(`could not fetch ${dep.file}:\n  ${failures.join('\n  ')}`);
+}
+
+/**
+ * What a library's build depends on: its tarball, its recipe (whitespace and trailing commas aside, so that
+ * reformatting this file rebuilds nothing) and its options.
+ * @param {BundledDep} dep
+ */
+const stampOf = (dep) => {
+  const recipe = dep.build
+    .toString()
+    .replace(/\s+/g, '')
+    .replace(/,([\])}])/g, '$1');
+  return `${dep.file} ${dep.sha256} ${createHash('sha256')
+    .update(recipe)
+    .update(JSON.stringify(dep.options ?? null))
+    .digest('hex')}`;
+};
+
+/**
+ * Builds every bundled library into BUNDLED_PREFIX (those whose stamp matches are kept); returns the prefix.
+ * @param {{ jobs?: number }} [options]
+ */
+export async function buildBundledDeps({ jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism() } = {}) {
+  fs.mkdirSync(BUNDLED_ROOT, { recursive: true });
+  let rebuildRest = false; // a library rebuilt means those after it (which may link it) are rebuilt too
+  for (const dep of BUNDLED_DEPS) {
+    const stampFile = path.join(BUNDLED_PREFIX, 'stamps', dep.name);
+    if (!rebuildRest && fs.existsSync(stampFile) && fs.readFileSync(stampFile, 'utf8') === stampOf(dep)) continue;
+    rebuildRest = true;
+    const tarball = await bundledTarball(dep);
+    const src = path.join(BUNDLED_ROOT, 'src', dep.name);
+    fs.rmSync(src, { recursive: true, force: true });
+    fs.mkdirSync(src, { recursive: true });
+    execFileSync('tar', ['xf', tarball, '-C', src, '--strip-components=1']);
+    const started = Date.now();
+    log(`building ${dep.name} ${dep.version} (static, position-independent) into ${relative(BUNDLED_PREFIX)}`);
+    dep.build(src, BUNDLED_PREFIX, jobs);
+    const licences = path.join(BUNDLED_PREFIX, 'licences', dep.name);
+    fs.mkdirSync(licences, { recursive: true });
+    for (const name of dep.licenceFiles) fs.copyFileSync(path.join(src, name), path.join(licences, name));
+    fs.mkdirSync(path.dirname(stampFile), { recursive: true });
+    fs.writeFileSync(stampFile, stampOf(dep));
+    log(`built ${dep.name} in ${formatDuration(Date.now() - started)}`);
+  }
+  return BUNDLED_PREFIX;
+}

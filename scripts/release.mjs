@@ -1,0 +1,362 @@
+#!/usr/bin/env node
+// `npm run release`: the npm packages of a release for this machine's platform (docs/install.md), checked.
+//   1. `npm run prebuild` (unless --reuse-prebuild finds one): the self-contained addon.
+//   2. The platform package in build/release/package: package.json (os, cpu, libc, the CPU it needs), voxd.node, the
+//      pocketsphinx US English model, the licences of what it bundles; then `npm pack` of it and of voxd.
+//   3. The check: both tarballs installed into an empty directory inside a mount namespace that hides the compilers,
+//      cmake, make, the system's headers and its FFmpeg, flite and pocketsphinx (`unshare`, as root); there the
+//      server starts, transcribes WAV and MP3, speaks in every format and separates, and `ldd` of the installed addon
+//      lists only libc and the C/C++ runtime. --source-install also times the other path: voxd's tarball alone, built from source.
+// Prints the download size and install time of each path.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
+import { InstallError, formatDuration, log, relative, requireFromRoot, root, sharedLibrariesOf } from './build-native.mjs';
+import { BUNDLED_DEPS, BUNDLED_PREFIX } from './bundled-deps.mjs';
+import { SOURCES } from './sources.mjs';
+
+const RELEASE = path.join(root, 'build', 'release');
+const PACKAGE_DIR = path.join(RELEASE, 'package');
+const voxd = requireFromRoot('./package.json');
+
+// x86-64-v3, the CPU level of VOXD_PORTABLE builds on x64 (CMakeLists.txt), as /proc/cpuinfo names its features
+const X64_V3_FLAGS = ['avx', 'avx2', 'bmi1', 'bmi2', 'f16c', 'fma', 'movbe', 'xsave'];
+
+// What the check hides: the tools of a source build, every system header, and the system's copies of the libraries
+// the platform package bundles. Paths that do not exist here are skipped.
+const HIDDEN_DIRS = ['/usr/include', '/usr/lib/gcc', '/usr/libexec/gcc', '/usr/share/pocketsphinx', '/usr/local/include'];
+const HIDDEN_PROGRAMS = ['cc', 'c++', 'gcc', 'g++', 'cpp', 'clang', 'clang++', 'cmake', 'make', 'ninja', 'ld', 'as'];
+const HIDDEN_LIBRARIES = /^lib(avcodec|avformat|avutil|swresample|flite|pocketsphinx|sphinxbase|mp3lame|vorbis|opus|ogg)\b.*\.so/;
+
+const args = new Set(process.argv.slice(2));
+
+/** @param {string} file */
+const megabytes = (file) => `${(fs.statSync(file).size / 2 ** 20).toFixed(1)} MB`;
+
+/**
+ * @param {string} cmd
+ * @param {string[]} argv
+ * @param {import('node:child_process').SpawnSyncOptions} [options]
+ */
+function run(cmd, argv, options = {}) {
+  const result = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 1 << 28, ...options });
+  if (result.status !== 0) {
+    throw new InstallError(
+      `${cmd} ${argv.join(' ')} failed (${result.signal ?? `exit code ${result.status}`}):\n${`${result.stdout ?? ''}${result.stderr ?? ''}`.trim().split('\n').slice(-30).join('\n')}`,
+    );
+  }
+  return String(result.stdout ?? '');
+}
+
+/** The platform package's name on this machine, as the server's loader computes it (it needs `npm run build:ts`). */
+async function platformName() {
+  const loader = path.join(root, 'dist', 'src', 'native', 'addon.js');
+  if (!fs.existsSync(loader)) throw new InstallError('dist/ is missing: run `npm run build:ts` first.');
+  return (await import(pathToFileURL(loader).href)).platformPackageName();
+}
+
+function prebuildFile() {
+  const dir = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+  const [file] = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.node')) : [];
+  return file ? path.join(dir, file) : null;
+}
+
+/** The licences file of the platform package: what it bundles, under which licence, from where. */
+function licencesText() {
+  const rows = [
+    ...BUNDLED_DEPS.map((dep) => `| ${dep.name} ${dep.version} | ${dep.licence} | Debian's ${dep.file}, SHA-256 ${dep.sha256.slice(0, 16)}… |`),
+    ...Object.values(SOURCES).map((src) => `| ${src.dir} (${src.pkg} ${src.version}) | ${src.licence} | npm registry |`),
+  ];
+  return `# What this package bundles
+
+voxd's native addon (MIT) with these libraries linked in statically, and the pocketsphinx US English model
+(pocketsphinx/en-us, BSD-2-Clause, CMU). Each licence's text is under licences/<name>/. The LGPL libraries (FFmpeg,
+LAME) can be rebuilt and relinked from source: voxd's scripts/bundled-deps.mjs and \`npm run prebuild\` do it.
+
+| Library | Licence | Source |
+| ------- | ------- | ------ |
+${rows.join('\n')}
+`;
+}
+
+/**
+ * Writes build/release/package from the prebuild and the bundled prefix.
+ * @param {string} prebuild
+ */
+async function assemblePlatformPackage(prebuild) {
+  fs.rmSync(PACKAGE_DIR, { recursive: true, force: true });
+  fs.mkdirSync(PACKAGE_DIR, { recursive: true });
+  fs.copyFileSync(prebuild, path.join(PACKAGE_DIR, 'voxd.node'));
+  fs.cpSync(path.join(BUNDLED_PREFIX, 'share', 'pocketsphinx', 'model', 'en-us'), path.join(PACKAGE_DIR, 'pocketsphinx', 'en-us'), { recursive: true });
+  fs.cpSync(path.join(BUNDLED_PREFIX, 'licences'), path.join(PACKAGE_DIR, 'licences'), { recursive: true });
+  fs.writeFileSync(path.join(PACKAGE_DIR, 'LICENSES.md'), licencesText());
+  const name = await platformName();
+  const [, platform, arch, libc] = /** @type {RegExpExecArray} */ (/^@voxd\/addon-(\w+)-(\w+)(?:-(\w+))?$/.exec(name));
+  const x64 = arch === 'x64';
+  const manifest = {
+    name,
+    version: voxd.version,
+    description: `voxd's native addon for ${platform} ${arch}${libc ? ` (${libc === 'gnu' ? 'glibc' : libc})` : ''}, with FFmpeg, flite and pocketsphinx inside`,
+    license: 'SEE LICENSE IN LICENSES.md',
+    os: [platform],
+    cpu: [arch],
+    ...(libc ? { libc: [libc === 'gnu' ? 'glibc' : libc] } : {}),
+    files: ['voxd.node', 'pocketsphinx', 'licences', 'LICENSES.md'],
+    // read by src/native/addon.ts
+    voxd: {
+      cpu: x64 ? 'x86-64-v3' : arch,
+      requiresCpuFlags: x64 ? X64_V3_FLAGS : [],
+      bundles: `FFmpeg ${BUNDLED_DEPS.find((d) => d.name === 'ffmpeg')?.version}, flite 2.2, pocketsphinx 5prealpha`,
+    },
+  };
+  fs.writeFileSync(path.join(PACKAGE_DIR, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  return manifest;
+}
+
+/**
+ * `npm pack` of `dir` into build/release; returns the tarball.
+ * @param {string} dir
+ */
+function pack(dir) {
+  const out = run('npm', ['pack', dir, '--pack-destination', RELEASE, '--json'], { cwd: root, env: { ...process.env, npm_config_ignore_scripts: 'true' } });
+  const [{ filename }] = JSON.parse(out.slice(out.indexOf('[')));
+  return path.join(RELEASE, filename);
+}
+
+/** A shell script that hides the build tools and the bundled libraries' system copies, then runs its arguments. */
+function hidingScript() {
+  const lines = ['set -e'];
+  for (const dir of HIDDEN_DIRS) if (fs.existsSync(dir)) lines.push(`mount -t tmpfs none ${dir}`);
+  for (const bin of ['/usr/bin', '/usr/local/bin', '/bin']) {
+    for (const name of HIDDEN_PROGRAMS) {
+      const file = path.join(bin, name);
+      if (fs.existsSync(file) && !fs.lstatSync(file).isDirectory()) lines.push(`mount --bind /dev/null ${file}`);
+    }
+    if (!fs.existsSync(bin)) continue;
+    for (const name of fs.readdirSync(bin))
+      if (/^(x86_64|aarch64)-linux-gnu-(gcc|g\+\+|cpp|ld|as)/.test(name)) lines.push(`mount --bind /dev/null ${path.join(bin, name)}`);
+  }
+  for (const dir of ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib', '/lib/x86_64-linux-gnu']) {
+    if (!fs.existsSync(dir) || fs.realpathSync(dir) !== dir) continue;
+    for (const name of fs.readdirSync(dir)) {
+      if (HIDDEN_LIBRARIES.test(name) && fs.statSync(path.join(dir, name), { throwIfNoEntry: false })?.isFile())
+        lines.push(`mount --bind /dev/null ${path.join(dir, name)}`);
+    }
+  }
+  lines.push('exec "$@"');
+  return lines.join('\n');
+}
+
+/**
+ * `argv` started in a mount namespace where the hiding script has run.
+ * @param {string[]} argv
+ * @param {import('node:child_process').SpawnOptions} options
+ */
+function hidden(argv, options) {
+  return spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', hidingScript(), 'sh', ...argv], options);
+}
+
+// Inside the namespace each of these must fail: what a source build would need is out of reach
+const MUST_FAIL = {
+  'a C compiler': 'cc --version',
+  'a C++ compiler': 'c++ --version',
+  cmake: 'cmake --version',
+  make: 'make --version',
+  'system headers': 'test -e /usr/include/stdio.h',
+  'the system FFmpeg': 'for f in /usr/lib/*/libavcodec.so.*; do test -s "$f" && exit 0; done; exit 1',
+  'the system flite': 'for f in /usr/lib/*/libflite.so.*; do test -s "$f" && exit 0; done; exit 1',
+  'the system pocketsphinx':
+    'for f in /usr/lib/*/libpocketsphinx.so.*; do test -s "$f" && exit 0; done; test -e /usr/share/pocketsphinx/model/en-us/en-us/mdef',
+};
+
+/** Throws unless everything of MUST_FAIL is out of reach in the namespace; returns what was checked. */
+async function assertHidden() {
+  for (const [what, probe] of Object.entries(MUST_FAIL)) {
+    const { code } = await completion(hidden(['sh', '-c', probe], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    if (code === 0) throw new InstallError(`the check's namespace still has ${what} (\`${probe}\` succeeded there)`);
+  }
+  return Object.keys(MUST_FAIL);
+}
+
+/**
+ * The child's exit code and everything it wrote, once it has closed.
+ * @param {import('node:child_process').ChildProcess} child
+ * @returns {Promise<{ code: number | null, output: string }>}
+ */
+function completion(child) {
+  let output = '';
+  child.stdout?.on('data', (chunk) => (output += chunk));
+  child.stderr?.on('data', (chunk) => (output += chunk));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
+}
+
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const address = /** @type {net.AddressInfo} */ (server.address());
+  await new Promise((resolve) => server.close(resolve));
+  return address.port;
+}
+
+/**
+ * The server of the installation in `dir`, in the namespace: transcribe WAV and MP3, speak in every format,
+ * separate; throws on a failure.
+ * @param {string} dir
+ */
+async function checkServer(dir) {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const child = hidden(
+    [path.join(dir, 'node_modules', '.bin', 'voxd'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(dir, 'logs')],
+    {
+      cwd: dir,
+      env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(dir, 'hub'), VOXD_CACHE_DIR: path.join(dir, 'cache') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const done = completion(child);
+  try {
+    for (let i = 0; ; i++) {
+      const ready = await fetch(`${base}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ready) break;
+      if (i > 150 || child.exitCode !== null)
+        throw new InstallError(`the installed server did not start:\n${(await Promise.race([done, sleep(2000, { output: '' })])).output}`);
+      await sleep(200);
+    }
+    const shared = path.join(root, '..', 'shared', 'audio');
+    /** @type {string[]} */
+    const transcripts = [];
+    for (const clip of ['jfk.wav', 'jfk.mp3']) {
+      const form = new FormData();
+      form.append('file', new Blob([fs.readFileSync(path.join(shared, 'speech', clip))]), clip);
+      form.append('model', 'sphinx');
+      const transcription = await (await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form })).json();
+      // sphinx hears "country" in the WAV; the MP3 (decoded by the bundled FFmpeg) comes out differently, but in words
+      if (!(clip.endsWith('.wav') ? /country/ : /(\w+ ){5}/).test(transcription.text ?? ''))
+        throw new InstallError(`transcription of ${clip}: ${JSON.stringify(transcription)}`);
+      transcripts.push(transcription.text);
+    }
+    /** @type {string[]} */
+    const spoken = [];
+    for (const format of ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm']) {
+      const speech = await fetch(`${base}/v1/audio/speech`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tts-1', input: 'Installed without a compiler.', response_format: format }),
+      });
+      const audio = Buffer.from(await speech.arrayBuffer());
+      if (!speech.ok || audio.length < 1000) throw new InstallError(`speech as ${format}: ${speech.status} ${audio.toString('utf8', 0, 200)}`);
+      spoken.push(`${format} ${audio.length} B`);
+    }
+    const mix = new FormData();
+    mix.append('file', new Blob([fs.readFileSync(path.join(shared, 'music', 'loop_amen.flac'))]), 'loop.flac');
+    mix.append('description', 'drums');
+    const separation = await (await fetch(`${base}/v1/audio/separations`, { method: 'POST', body: mix })).json();
+    if (typeof separation.target !== 'string') throw new InstallError(`separation: ${JSON.stringify(separation).slice(0, 300)}`);
+    return { transcript: transcripts[0] ?? '', spoken };
+  } finally {
+    child.kill('SIGTERM');
+    const { output } = await done;
+    const line = /native addon: [^"{\n]*\)/.exec(output);
+    if (line) log(`the installed server logged: ${line[0]}`);
+  }
+}
+
+/**
+ * Installs `tarballs` into a new empty directory (in the namespace when `hide`); returns it and the time taken.
+ * @param {string} name
+ * @param {string[]} tarballs
+ * @param {{ hide: boolean, env?: NodeJS.ProcessEnv }} options
+ */
+async function installInto(name, tarballs, { hide, env = {} }) {
+  const dir = path.join(os.tmpdir(), `voxd-release-${name}-${process.pid}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"voxd-release-check","private":true}\n');
+  const argv = ['npm', 'install', '--no-audit', '--no-fund', '--foreground-scripts', ...tarballs];
+  const options = {
+    cwd: dir,
+    env: { ...process.env, npm_config_cache: path.join(dir, '.npm'), ...env },
+    stdio: /** @type {import('node:child_process').StdioOptions} */ (['ignore', 'pipe', 'pipe']),
+  };
+  const started = Date.now();
+  const { code, output } = await completion(hide ? hidden(argv, options) : spawn(argv[0], argv.slice(1), options));
+  const elapsed = Date.now() - started;
+  if (code !== 0) throw new InstallError(`npm install in ${dir} failed (exit code ${code}):\n${output.trim().split('\n').slice(-30).join('\n')}`);
+  for (const line of output.split('\n').filter((l) => /\[voxd\]/.test(l))) log(`  install: ${line.replace(/^.*\[voxd\] /, '')}`);
+  return { dir, elapsed };
+}
+
+async function main() {
+  if (process.platform !== 'linux')
+    throw new InstallError('the release check uses Linux mount namespaces; on other platforms run `npm run prebuild` and pack by hand.');
+  if (process.getuid?.() !== 0)
+    throw new InstallError('the check hides the build tools in a mount namespace, which takes root: run it as root (or in a throwaway container).');
+  fs.mkdirSync(RELEASE, { recursive: true });
+
+  let prebuild = args.has('--reuse-prebuild') ? prebuildFile() : null;
+  if (!prebuild) {
+    run(process.execPath, [path.join(root, 'scripts', 'prebuild.mjs')], { stdio: 'inherit' });
+    prebuild = prebuildFile();
+    if (!prebuild) throw new InstallError('npm run prebuild left no prebuild');
+  }
+  const manifest = await assemblePlatformPackage(prebuild);
+  for (const old of fs.readdirSync(RELEASE).filter((f) => f.endsWith('.tgz'))) fs.rmSync(path.join(RELEASE, old));
+  const platformTarball = pack(PACKAGE_DIR);
+  const voxdTarball = pack(root);
+  if (voxd.optionalDependencies?.[manifest.name] !== manifest.version) {
+    throw new InstallError(`package.json's optionalDependencies must name ${manifest.name} ${manifest.version}`);
+  }
+  log(`packed ${relative(voxdTarball)} (${megabytes(voxdTarball)}) and ${relative(platformTarball)} (${megabytes(platformTarball)})`);
+
+  const hiddenThings = await assertHidden();
+  log(`installing both into an empty directory where these are out of reach: ${hiddenThings.join(', ')}`);
+  const prebuilt = await installInto('prebuilt', [voxdTarball, platformTarball], { hide: true });
+  const addon = path.join(prebuilt.dir, 'node_modules', ...manifest.name.split('/'), 'voxd.node');
+  const { all, beyondRuntime } = sharedLibrariesOf(addon);
+  if (beyondRuntime.length) throw new InstallError(`the installed addon needs ${beyondRuntime.join(', ')}`);
+  const served = await checkServer(prebuilt.dir);
+  log(
+    `installed server: transcribed jfk.wav and jfk.mp3 ("${served.transcript.trim().slice(0, 60)}…"), spoke ${served.spoken.join(', ')}, separated the drum loop`,
+  );
+  log(`ldd ${path.basename(addon)}: ${all.join(', ')}`);
+
+  const rows = [
+    [
+      'prebuilt (voxd + platform package)',
+      `${megabytes(voxdTarball)} + ${megabytes(platformTarball)}`,
+      formatDuration(prebuilt.elapsed),
+      'no compiler, no system libraries',
+    ],
+  ];
+  if (args.has('--source-install')) {
+    log('installing voxd alone, built from source (VOXD_BUILD_FROM_SOURCE=1; the build cache is bypassed)');
+    const source = await installInto('source', [voxdTarball], {
+      hide: false,
+      env: { VOXD_BUILD_FROM_SOURCE: '1', VOXD_CACHE_DIR: path.join(os.tmpdir(), `voxd-release-cache-${process.pid}`) },
+    });
+    rows.push([
+      'from source (voxd alone)',
+      `${megabytes(voxdTarball)} + engine sources`,
+      formatDuration(source.elapsed),
+      'compiler, cmake, FFmpeg, flite, pocketsphinx dev packages',
+    ]);
+    fs.rmSync(source.dir, { recursive: true, force: true });
+  }
+  fs.rmSync(prebuilt.dir, { recursive: true, force: true });
+  console.log(`\nInstall paths on this machine (${os.cpus().length} cores, Node ${process.version}):`);
+  console.log('| Path | Download | npm install time | Needs |\n| ---- | -------- | ---------------- | ----- |');
+  for (const row of rows) console.log(`| ${row.join(' | ')} |`);
+}
+
+main().catch((error) => {
+  console.error(`[voxd] release failed: ${error instanceof InstallError ? error.message : (error?.stack ?? error)}`);
+  process.exit(1);
+});

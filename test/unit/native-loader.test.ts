@@ -1,0 +1,122 @@
+/**
+ * Which addon voxd loads (docs/install.md): an installed layout in a temporary directory — voxd's loader, a source
+ * build, and a platform package in node_modules whose addon is this machine's build — and a child process per case
+ * asks the loader what it took and why. The install script's step 0 is asked the same way.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { platformPackageName, type NativeOrigin } from '../../src/native/addon.js';
+import { ROOT } from '../helpers/paths.js';
+
+const BUILT = path.join(ROOT, 'build', 'Release', 'voxd.node');
+const skip = fs.existsSync(BUILT) ? false : 'no source build of the addon (npm install makes one)';
+
+describe('the native addon loader', { skip }, () => {
+  let dir = '';
+  let platformDir = '';
+
+  /** The platform package as `npm install` leaves it, with `manifest` merged into its package.json's `voxd`. */
+  function installPlatformPackage(voxd: Record<string, unknown>, addon: 'this build' | 'not an addon' = 'this build'): void {
+    fs.rmSync(platformDir, { recursive: true, force: true });
+    fs.mkdirSync(path.join(platformDir, 'pocketsphinx', 'en-us'), { recursive: true });
+    fs.writeFileSync(path.join(platformDir, 'package.json'), JSON.stringify({ name: platformPackageName(), version: '9.9.9', voxd }));
+    if (addon === 'this build') fs.symlinkSync(BUILT, path.join(platformDir, 'voxd.node'));
+    else fs.writeFileSync(path.join(platformDir, 'voxd.node'), 'not an ELF file');
+  }
+
+  /** What the loader of the installed layout takes, asked in a child process with `env`. */
+  function origin(env: NodeJS.ProcessEnv = {}): NativeOrigin {
+    const loader = pathToFileURL(path.join(dir, 'dist', 'src', 'native', 'addon.js')).href;
+    const run = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', `console.log(JSON.stringify((await import(${JSON.stringify(loader)})).nativeOrigin()))`],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, VOXD_ADDON: '', VOXD_BUILD_FROM_SOURCE: '', ...env },
+      },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    return JSON.parse(run.stdout) as NativeOrigin;
+  }
+
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-loader-'));
+    for (const file of [
+      'package.json',
+      'dist/src/native/addon.js',
+      ...['install', 'build-native', 'fetch-sources', 'sources', 'system-deps'].map((s) => `scripts/${s}.mjs`),
+    ]) {
+      fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      fs.copyFileSync(path.join(ROOT, file), path.join(dir, file));
+    }
+    fs.mkdirSync(path.join(dir, 'node_modules'));
+    for (const module of ['node-gyp-build', 'node-addon-api', 'cmake-js'])
+      fs.symlinkSync(path.join(ROOT, 'node_modules', module), path.join(dir, 'node_modules', module));
+    fs.mkdirSync(path.join(dir, 'build', 'Release'), { recursive: true });
+    fs.symlinkSync(BUILT, path.join(dir, 'build', 'Release', 'voxd.node'));
+    platformDir = path.join(dir, 'node_modules', ...platformPackageName().split('/'));
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('names the platform package by platform, CPU and libc', () => {
+    assert.match(platformPackageName(), new RegExp(`^@voxd/addon-${process.platform}-${process.arch}(-gnu|-musl)?$`));
+  });
+
+  it('takes the source build when no platform package is installed', () => {
+    fs.rmSync(platformDir, { recursive: true, force: true });
+    const taken = origin();
+    assert.equal(taken.kind, 'source build');
+    assert.equal(taken.summary, 'native addon: build/Release/voxd.node (built from source)');
+    assert.equal(taken.sphinxModelDir, null, "the system's sphinx model");
+  });
+
+  it('takes the platform package when it suits the CPU and loads, with the sphinx model beside it', () => {
+    installPlatformPackage({ cpu: 'x86-64-v3', requiresCpuFlags: [], bundles: 'FFmpeg 5.1.9' });
+    const taken = origin();
+    assert.equal(taken.kind, 'platform package');
+    assert.equal(taken.file, path.join(platformDir, 'voxd.node'));
+    assert.equal(taken.sphinxModelDir, path.join(platformDir, 'pocketsphinx', 'en-us'));
+    assert.equal(taken.summary, `native addon: ${platformPackageName()} 9.9.9 (prebuilt for x86-64-v3, with FFmpeg 5.1.9)`);
+  });
+
+  it(
+    'passes the platform package over, saying why, for a CPU without its features',
+    { skip: fs.existsSync('/proc/cpuinfo') ? false : 'no /proc/cpuinfo' },
+    () => {
+      installPlatformPackage({ cpu: 'x86-64-v9', requiresCpuFlags: ['sse2', 'voxd_no_such_flag'] });
+      const taken = origin();
+      assert.equal(taken.kind, 'source build');
+      assert.match(taken.summary, /\(built from source; .* needs a x86-64-v9 CPU \(this one lacks voxd_no_such_flag\)\)$/);
+    },
+  );
+
+  it('passes over a platform package whose addon does not load, saying why', () => {
+    installPlatformPackage({}, 'not an addon');
+    const taken = origin();
+    assert.equal(taken.kind, 'source build');
+    assert.match(taken.summary, /did not load \(.*voxd\.node.*\)\)$/);
+  });
+
+  it('takes the source build with VOXD_BUILD_FROM_SOURCE=1, and VOXD_ADDON over both', () => {
+    installPlatformPackage({ requiresCpuFlags: [] });
+    assert.equal(origin({ VOXD_BUILD_FROM_SOURCE: '1' }).kind, 'source build');
+    const explicit = origin({ VOXD_ADDON: BUILT });
+    assert.deepEqual([explicit.kind, explicit.file], ['VOXD_ADDON', BUILT]);
+  });
+
+  it('the install script builds nothing when the platform package loads', () => {
+    installPlatformPackage({ cpu: 'x86-64-v3', requiresCpuFlags: [] });
+    // PATH without compilers or cmake: step 0 must not need them
+    const run = spawnSync(process.execPath, [path.join(dir, 'scripts', 'install.mjs')], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: path.dirname(process.execPath), VOXD_BUILD_FROM_SOURCE: '', VOXD_ADDON: '' },
+    });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /\[voxd\] native addon: @voxd\/addon-[\w-]+ 9\.9\.9 \(prebuilt for x86-64-v3\): nothing to build/);
+  });
+});
