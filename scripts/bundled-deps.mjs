@@ -121,7 +121,10 @@ export const BUNDLED_DEPS = [
     sha256: 'f72bdb59e50b558bed47cc2105777200d2b246a0f328e913de16a9b22f9a246f',
     licence: 'BSD-2-Clause (CMU)',
     licenceFiles: ['LICENSE'],
-    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--without-python', '--without-lapack']),
+    // its audio-device library (unused by voxd) takes PulseAudio or ALSA when the build machine has their headers,
+    // and its pkg-config file would then ask every link for them: told they are absent, it takes plain OSS
+    build: (src, prefix, jobs) =>
+      autotools(src, prefix, jobs, ['--without-python', '--without-lapack', 'ac_cv_header_pulse_pulseaudio_h=no', 'ac_cv_header_alsa_asoundlib_h=no']),
   },
   {
     name: 'pocketsphinx',
