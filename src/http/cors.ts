@@ -13,14 +13,13 @@ export function originAllowed(allowedOrigins: readonly string[], origin: string 
   return origin === undefined || allowedOrigins.includes('*') || allowedOrigins.includes(origin);
 }
 
-export function corsHeaders(allowedOrigins: readonly string[], origin: string | undefined): Record<string, string> {
-  const headers: Record<string, string> = { 'access-control-expose-headers': EXPOSED_HEADERS };
-  if (allowedOrigins.includes('*')) {
-    headers['access-control-allow-origin'] = '*';
-  } else {
-    headers['vary'] = 'Origin';
-    if (origin !== undefined && allowedOrigins.includes(origin)) headers['access-control-allow-origin'] = origin;
-  }
+/** The headers of every response when any origin may read them (the default): made once. */
+const ANY_ORIGIN: Readonly<Record<string, string>> = Object.freeze({ 'access-control-expose-headers': EXPOSED_HEADERS, 'access-control-allow-origin': '*' });
+
+export function corsHeaders(allowedOrigins: readonly string[], origin: string | undefined): Readonly<Record<string, string>> {
+  if (allowedOrigins.includes('*')) return ANY_ORIGIN;
+  const headers: Record<string, string> = { 'access-control-expose-headers': EXPOSED_HEADERS, vary: 'Origin' };
+  if (origin !== undefined && allowedOrigins.includes(origin)) headers['access-control-allow-origin'] = origin;
   return headers;
 }
 

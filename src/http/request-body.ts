@@ -30,7 +30,6 @@ export class RequestBody {
     this.#declaredLength = declaredLength;
     // without either header a request has no body (and uWS reports its empty end only after the handler returned)
     this.#complete = !chunked && !declaredLength;
-    channel.signal.addEventListener('abort', () => this.#wake(), { once: true });
   }
 
   /** Whether the whole body arrived (the connection can serve another request). */
@@ -60,6 +59,8 @@ export class RequestBody {
   async *read(limitBytes: number): AsyncGenerator<Buffer, void, undefined> {
     if (this.#reading) throw new Error('the request body can be read only once');
     this.#reading = true;
+    // only a reader waits for chunks, so only a read listens for the client leaving (most requests have no body)
+    this.#channel.signal.addEventListener('abort', () => this.#wake(), { once: true });
     try {
       if (this.#declaredLength !== null && this.#declaredLength > limitBytes) throw tooLarge(limitBytes);
       let received = 0;

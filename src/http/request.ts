@@ -52,11 +52,11 @@ export class HttpRequest {
   readonly params: Readonly<Record<string, string>>;
   /** The client's `x-request-id` when it is sane, else a generated one; echoed on the response. */
   readonly id: string;
-  /** Aborted when the client disconnects before the response completed. */
-  readonly signal: AbortSignal;
   readonly #body: RequestBody;
+  readonly #signal: () => AbortSignal;
 
-  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, signal: AbortSignal) {
+  /** `signal`: the request's, asked for only when a route needs it. */
+  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, signal: () => AbortSignal) {
     this.method = head.method;
     this.path = head.path;
     this.query = new URLSearchParams(head.rawQuery);
@@ -64,8 +64,13 @@ export class HttpRequest {
     this.params = params;
     const clientId = head.headers['x-request-id'];
     this.id = clientId !== undefined && SANE_REQUEST_ID.test(clientId) ? clientId : randomUUID();
-    this.signal = signal;
+    this.#signal = signal;
     this.#body = body;
+  }
+
+  /** Aborted when the client disconnects before the response completed. */
+  get signal(): AbortSignal {
+    return this.#signal();
   }
 
   header(name: string): string | undefined {

@@ -89,7 +89,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const body = new RequestBody(channel, framing.length, framing.chunked);
     channel.onBody((chunk, isLast) => body.push(chunk, isLast));
     const match = router.match(head.method, head.path);
-    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, channel.signal);
+    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, () => channel.signal);
     const reply = new HttpReply(channel, {
       baseHeaders: { 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.header('origin')) },
       closeConnection: () => closing !== null || framing.error !== null,

@@ -33,7 +33,9 @@ function readRequestHead(req: UwsRequest): RequestHead {
 class UwsChannel implements ResponseChannel {
   readonly #res: UwsResponse;
   #state: 'open' | 'finished' | 'aborted' = 'open';
-  readonly #abort = new AbortController();
+  /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
+  #abort: AbortController | null = null;
+  #workCancelled = false;
   readonly done: Promise<void>;
   #settle!: () => void;
   #completed = false;
@@ -64,6 +66,10 @@ class UwsChannel implements ResponseChannel {
   }
 
   get signal(): AbortSignal {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      if (this.#workCancelled) this.#abort.abort();
+    }
     return this.#abort.signal;
   }
 
@@ -142,7 +148,8 @@ class UwsChannel implements ResponseChannel {
   }
 
   cancelWork(): void {
-    this.#abort.abort();
+    this.#workCancelled = true;
+    this.#abort?.abort();
   }
 
   /** Runs `fn` with the response corked, unless it was aborted or completed (then `fn` does not run). */
@@ -164,7 +171,7 @@ class UwsChannel implements ResponseChannel {
 
   #lost(): void {
     this.#unstall();
-    this.#abort.abort();
+    this.cancelWork();
     this.#releaseWriters();
     this.#settle();
   }

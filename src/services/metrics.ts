@@ -4,10 +4,16 @@
  */
 type Labels = Record<string, string>;
 
+/** A label value as the exposition format quotes it; most need no escape, and skip the replacing. */
+function labelValue(value: unknown): string {
+  const text = String(value);
+  return /[\\"\n]/.test(text) ? text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : text;
+}
+
 function labelKey(labels: Labels): string {
   const parts = Object.keys(labels)
     .sort()
-    .map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`);
+    .map((k) => `${k}="${labelValue(labels[k])}"`);
   return parts.length ? `{${parts.join(',')}}` : '';
 }
 
