@@ -267,13 +267,14 @@ export async function bundledTarball(dep) {
 }
 
 /**
- * What a library's build depends on: its tarball, its recipe (whitespace and trailing commas aside, so that
- * reformatting this file rebuilds nothing) and its options.
+ * What a library's build depends on: its tarball, its recipe and the helpers it calls (whitespace and trailing
+ * commas aside, so that reformatting this file rebuilds nothing) and its options.
  * @param {BundledDep} dep
  */
 const stampOf = (dep) => {
-  const recipe = dep.build
-    .toString()
+  const recipe = [dep.build, autotools, prefixPkgConfig, run]
+    .map(String)
+    .join('\n')
     .replace(/\s+/g, '')
     .replace(/,([\])}])/g, '$1');
   return `${dep.file} ${dep.sha256} ${createHash('sha256')

@@ -38,9 +38,9 @@ function readLocalBuildKey() {
 function platformPackageLoads() {
   const loader = path.join(root, 'dist', 'src', 'native', 'addon.js');
   if (!fs.existsSync(loader)) return false;
-  const ask = `import(${JSON.stringify(pathToFileURL(loader).href)}).then((m) => { let o; try { o = m.nativeOrigin(); } catch (e) { o = { kind: 'none', summary: e.message }; } console.log(JSON.stringify(o)); })`;
+  const ask = `import(${JSON.stringify(pathToFileURL(loader).href)}).then((m) => { let o; try { o = m.nativeOrigin(); } catch (e) { o = { kind: 'none', summary: e.message, passedOver: e.passedOver ?? null }; } console.log(JSON.stringify(o)); })`;
   const run = spawnSync(process.execPath, ['-e', ask], { encoding: 'utf8', env: { ...process.env, VOXD_ADDON: '' } });
-  /** @type {{ kind?: string, summary?: string }} */
+  /** @type {{ kind?: string, summary?: string, passedOver?: string | null }} */
   let origin = {};
   try {
     origin = JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}');
@@ -52,8 +52,7 @@ function platformPackageLoads() {
     log(`${origin.summary}: nothing to build`);
     return true;
   }
-  const passedOver = /; (@voxd\/addon-.*)\)$/.exec(origin.summary ?? '');
-  if (passedOver) log(`${passedOver[1]}; building from source`);
+  if (origin.passedOver) log(`${origin.passedOver}; building from source`);
   return false;
 }
 

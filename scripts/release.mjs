@@ -24,7 +24,7 @@ const PACKAGE_DIR = path.join(RELEASE, 'package');
 const voxd = requireFromRoot('./package.json');
 
 // x86-64-v3, the CPU level of VOXD_PORTABLE builds on x64 (CMakeLists.txt), as /proc/cpuinfo names its features
-const X64_V3_FLAGS = ['avx', 'avx2', 'bmi1', 'bmi2', 'f16c', 'fma', 'movbe', 'xsave'];
+const X64_V3_FLAGS = ['avx', 'avx2', 'bmi1', 'bmi2', 'f16c', 'fma', 'abm', 'movbe', 'xsave'];
 
 // What the check hides: the tools of a source build, every system header, and the system's copies of the libraries
 // the platform package bundles. Paths that do not exist here are skipped.
@@ -127,24 +127,27 @@ function pack(dir) {
   return path.join(RELEASE, filename);
 }
 
+/** @param {string} text a word for sh, single-quoted */
+const quoted = (text) => `'${text.replace(/'/g, `'\\''`)}'`;
+
 /** A shell script that hides the build tools and the bundled libraries' system copies, then runs its arguments. */
 function hidingScript() {
   const lines = ['set -e'];
-  for (const dir of HIDDEN_DIRS) if (fs.existsSync(dir)) lines.push(`mount -t tmpfs none ${dir}`);
+  for (const dir of HIDDEN_DIRS) if (fs.existsSync(dir)) lines.push(`mount -t tmpfs none ${quoted(dir)}`);
   for (const bin of ['/usr/bin', '/usr/local/bin', '/bin']) {
     for (const name of HIDDEN_PROGRAMS) {
       const file = path.join(bin, name);
-      if (fs.existsSync(file) && !fs.lstatSync(file).isDirectory()) lines.push(`mount --bind /dev/null ${file}`);
+      if (fs.existsSync(file) && !fs.lstatSync(file).isDirectory()) lines.push(`mount --bind /dev/null ${quoted(file)}`);
     }
     if (!fs.existsSync(bin)) continue;
     for (const name of fs.readdirSync(bin))
-      if (/^(x86_64|aarch64)-linux-gnu-(gcc|g\+\+|cpp|ld|as)/.test(name)) lines.push(`mount --bind /dev/null ${path.join(bin, name)}`);
+      if (/^(x86_64|aarch64)-linux-gnu-(gcc|g\+\+|cpp|ld|as)/.test(name)) lines.push(`mount --bind /dev/null ${quoted(path.join(bin, name))}`);
   }
   for (const dir of ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib', '/lib/x86_64-linux-gnu']) {
     if (!fs.existsSync(dir) || fs.realpathSync(dir) !== dir) continue;
     for (const name of fs.readdirSync(dir)) {
       if (HIDDEN_LIBRARIES.test(name) && fs.statSync(path.join(dir, name), { throwIfNoEntry: false })?.isFile())
-        lines.push(`mount --bind /dev/null ${path.join(dir, name)}`);
+        lines.push(`mount --bind /dev/null ${quoted(path.join(dir, name))}`);
     }
   }
   lines.push('exec "$@"');

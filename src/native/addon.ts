@@ -519,6 +519,13 @@ export interface NativeError extends Error {
 /** The addon could not be loaded: message names the cause and the fix. */
 export class NativeLoadError extends Error {
   override name = 'NativeLoadError';
+  constructor(
+    message: string,
+    /** Why the installed platform package was not taken, when it was not. */
+    readonly passedOver: string | null = null,
+  ) {
+    super(message);
+  }
 }
 
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -531,6 +538,8 @@ export interface NativeOrigin {
   file: string;
   /** Data shipped beside the addon: the `sphinx` model's files (a platform package's), else null (the system's). */
   sphinxModelDir: string | null;
+  /** Why the installed platform package was not taken, when it was not. */
+  passedOver: string | null;
   /** One line for the log: what was loaded, and why not the platform package when it was passed over. */
   summary: string;
 }
@@ -563,8 +572,8 @@ function cpuFlags(): Set<string> | null {
 }
 
 /**
- * The platform package's addon when it is installed, suits this CPU and loads; else why not (null: not installed,
- * nothing to say).
+ * The platform package's addon when it is installed, is voxd's version, suits this CPU and loads; else why not
+ * (null: not installed, nothing to say).
  */
 function loadPlatformPackage(require: NodeRequire): { addon: NativeAddon; origin: NativeOrigin } | { skipped: string | null } {
   const name = platformPackageName();
@@ -575,53 +584,59 @@ function loadPlatformPackage(require: NodeRequire): { addon: NativeAddon; origin
     return { skipped: null };
   }
   const dir = path.dirname(manifestFile);
-  const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8')) as PlatformManifest;
-  const flags = cpuFlags();
-  const lacking = flags ? (manifest.voxd?.requiresCpuFlags ?? []).filter((flag) => !flags.has(flag)) : [];
-  if (lacking.length) return { skipped: `${name} needs a ${manifest.voxd?.cpu ?? 'newer'} CPU (this one lacks ${lacking.join(', ')})` };
-  const file = path.join(dir, 'voxd.node');
   try {
+    const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8')) as PlatformManifest;
+    const version = (JSON.parse(fs.readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+    if (manifest.version !== version) return { skipped: `${name} is ${manifest.version}, not voxd's ${version}` };
+    const flags = cpuFlags();
+    const lacking = flags ? (manifest.voxd?.requiresCpuFlags ?? []).filter((flag) => !flags.has(flag)) : [];
+    if (lacking.length) return { skipped: `${name} needs a ${manifest.voxd?.cpu ?? 'newer'} CPU (this one lacks ${lacking.join(', ')})` };
+    const file = path.join(dir, 'voxd.node');
     const addon = require(file) as NativeAddon;
     const summary = `native addon: ${name} ${manifest.version} (prebuilt${manifest.voxd?.cpu ? ` for ${manifest.voxd.cpu}` : ''}${manifest.voxd?.bundles ? `, with ${manifest.voxd.bundles}` : ''})`;
-    return { addon, origin: { kind: 'platform package', file, sphinxModelDir: path.join(dir, 'pocketsphinx', 'en-us'), summary } };
+    return { addon, origin: { kind: 'platform package', file, sphinxModelDir: path.join(dir, 'pocketsphinx', 'en-us'), passedOver: null, summary } };
   } catch (error) {
     return { skipped: `${name} did not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)})` };
   }
 }
 
 /**
- * Loads the addon once: `VOXD_ADDON` (a path to a .node file, e.g. a custom CUDA build) when set; else the platform
- * package when it is installed, suits this CPU and loads (not with VOXD_BUILD_FROM_SOURCE=1); else the source build
- * (build/Release, or prebuilds/ of a package made with `npm run prebuild`) that node-gyp-build finds.
+ * Loads the addon once, the first of: `VOXD_ADDON` (a path to a .node file, e.g. a custom CUDA build); a source
+ * build in build/Release (the install made one because it was asked to, VOXD_BUILD_FROM_SOURCE=1 or VOXD_CUDA=1, or
+ * because the platform package was passed over; in a clone, the developer's build); the platform package when it is
+ * installed, suits this CPU and loads (not with VOXD_BUILD_FROM_SOURCE=1); a prebuild in prebuilds/ (`npm run
+ * prebuild`), through node-gyp-build.
  */
 function load(): { addon: NativeAddon; origin: NativeOrigin } {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
   const explicit = process.env.VOXD_ADDON;
-  let skipped: string | null = null;
+  let passedOver: string | null = null;
   try {
     if (explicit) {
       const file = path.resolve(explicit);
       cached = {
         addon: require(file) as NativeAddon,
-        origin: { kind: 'VOXD_ADDON', file, sphinxModelDir: null, summary: `native addon: ${file} (VOXD_ADDON)` },
+        origin: { kind: 'VOXD_ADDON', file, sphinxModelDir: null, passedOver, summary: `native addon: ${file} (VOXD_ADDON)` },
       };
       return cached;
     }
-    if (process.env.VOXD_BUILD_FROM_SOURCE !== '1') {
+    const localBuild = path.join(packageRoot, 'build', 'Release', 'voxd.node');
+    if (!fs.existsSync(localBuild) && process.env.VOXD_BUILD_FROM_SOURCE !== '1') {
       const platform = loadPlatformPackage(require);
       if ('addon' in platform) return (cached = platform);
-      skipped = platform.skipped;
+      passedOver = platform.skipped;
     }
     const gypBuild = require('node-gyp-build') as { (dir: string): NativeAddon; path(dir: string): string };
     const file = gypBuild.path(packageRoot);
-    const summary = `native addon: ${path.relative(packageRoot, file)} (built from source${skipped ? `; ${skipped}` : ''})`;
-    cached = { addon: require(file) as NativeAddon, origin: { kind: 'source build', file, sphinxModelDir: null, summary } };
+    const summary = `native addon: ${path.relative(packageRoot, file)} (built from source${passedOver ? `; ${passedOver}` : ''})`;
+    cached = { addon: require(file) as NativeAddon, origin: { kind: 'source build', file, sphinxModelDir: null, passedOver, summary } };
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new NativeLoadError(
-      `voxd's native addon could not be loaded (${reason}${skipped ? `; ${skipped}` : ''}). ` +
+      `voxd's native addon could not be loaded (${reason}${passedOver ? `; ${passedOver}` : ''}). ` +
         `Rebuild it for this machine with \`npm run build:native\` (in the voxd folder), or reinstall with \`npm install\`.`,
+      passedOver,
     );
   }
   return cached;

@@ -190,7 +190,8 @@ export abstract class LiveSocketSession implements DrainableSession {
   ) {
     this.unregister = sessions.register(this);
     this.backlog = sessions.backlog(endpoint, id, {
-      onError: (error) => this.report(error),
+      // once the socket closed (a drain, the client) there is nobody to tell, and engine work aborted with it
+      onError: (error) => void (this.closed || this.report(error)),
       onIdle: (reason) => {
         this.report(new LiveError('idle_timeout', `session closed: ${reason}`));
         this.connection.close(IDLE_CLOSE_CODE, 'idle timeout');
@@ -219,14 +220,14 @@ export abstract class LiveSocketSession implements DrainableSession {
   async drain(deadline: number): Promise<void> {
     if (!this.closed && this.turnOpen) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => this.turnCompleted(), Math.max(0, deadline - Date.now()));
+        const timer = setTimeout(() => this.turnEnded(), Math.max(0, deadline - Date.now()));
         this.completion = () => {
           clearTimeout(timer);
           resolve();
         };
       });
     }
-    if (this.closed) return;
+    if (this.closed || this.leaving) return;
     this.report(
       new LiveError(
         'server_shutting_down',
@@ -236,8 +237,11 @@ export abstract class LiveSocketSession implements DrainableSession {
     this.connection.close(GOING_AWAY, 'server shutting down');
   }
 
-  /** The protocol calls this once a turn's transcript has gone to the client: a drain waiting for it goes on. */
-  protected turnCompleted(): void {
+  /**
+   * The protocol calls this when a turn ends: its transcript went to the client, or the client cleared it. A drain
+   * waiting for it goes on.
+   */
+  protected turnEnded(): void {
     const completion = this.completion;
     this.completion = null;
     completion?.();
@@ -246,7 +250,7 @@ export abstract class LiveSocketSession implements DrainableSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.turnCompleted(); // a drain waiting for the turn has nothing left to wait for
+    this.turnEnded(); // a drain waiting for the turn has nothing left to wait for
     this.unregister();
     this.abort.abort();
     await this.backlog.dispose();
@@ -255,6 +259,10 @@ export abstract class LiveSocketSession implements DrainableSession {
 
   /** A turn has begun and not yet completed. */
   protected abstract get turnOpen(): boolean;
+  /** The client is ending the session itself (it closes as the client asked, not as a drain would). */
+  protected get leaving(): boolean {
+    return false;
+  }
   protected abstract handle(data: string | Buffer, isBinary: boolean): Promise<void>;
   /** Tells the client about `error` (closing the socket when it is fatal or unknown). */
   protected abstract report(error: unknown): void;

@@ -111,7 +111,7 @@ export class RealtimeSession extends LiveSocketSession {
       event = parsed as ClientEvent;
       await this.dispatch(event);
     } catch (error) {
-      this.fail(error, event);
+      if (!this.closed) this.fail(error, event); // once closed, nobody to tell; its engine work was aborted with it
     }
   }
 
@@ -128,7 +128,8 @@ export class RealtimeSession extends LiveSocketSession {
       case 'input_audio_buffer.clear':
         await this.transcriber.clear();
         this.itemId = null;
-        return this.emit('input_audio_buffer.cleared', {});
+        this.emit('input_audio_buffer.cleared', {});
+        return this.turnEnded();
       default:
         throw new LiveError('invalid_request_error', `unknown event type ${JSON.stringify(event.type)}`, 'type');
     }
@@ -246,7 +247,7 @@ export class RealtimeSession extends LiveSocketSession {
         });
         this.previousItemId = item();
         this.itemId = null;
-        this.turnCompleted();
+        this.turnEnded();
       },
     };
   }

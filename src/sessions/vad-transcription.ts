@@ -136,7 +136,11 @@ export class VadTranscriptionSession extends LiveSocketSession {
       // every complete is final, the one flushed by a stop too: clients that keep finals must not drop it
       is_partial: false,
     });
-    this.turnCompleted();
+    this.turnEnded();
+  }
+
+  protected override get leaving(): boolean {
+    return this.phase === 'stopping';
   }
 
   private async stop(): Promise<void> {

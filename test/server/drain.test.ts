@@ -55,7 +55,8 @@ describe('drain on SIGTERM', { skip: SPHINX_INSTALLED ? false : 'pocketsphinx-en
     const url = `${base.replace('http', 'ws')}/v1/realtime?model=sphinx`;
     const speaking = new Session(url);
     const idle = new Session(url);
-    await Promise.all([speaking.next('session.created'), idle.next('session.created')]);
+    const clearing = new Session(url);
+    await Promise.all([speaking.next('session.created'), idle.next('session.created'), clearing.next('session.created')]);
     speaking.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } } });
     await speaking.next('session.updated');
     // a manual turn: it stays open until the client commits
@@ -63,6 +64,9 @@ describe('drain on SIGTERM', { skip: SPHINX_INSTALLED ? false : 'pocketsphinx-en
     for (let at = 0; at < audio.length; at += 3200)
       speaking.send({ type: 'input_audio_buffer.append', audio: audio.subarray(at, at + 3200).toString('base64') });
     await speaking.next('conversation.item.added');
+    // another turn open, which its client will clear instead of committing
+    clearing.send({ type: 'input_audio_buffer.append', audio: audio.subarray(0, 3200).toString('base64') });
+    await clearing.next('conversation.item.added');
 
     proc.child.kill('SIGTERM');
     await proc.waitStderr(/draining/, 5000);
@@ -75,6 +79,14 @@ describe('drain on SIGTERM', { skip: SPHINX_INSTALLED ? false : 'pocketsphinx-en
     assert.equal(await idle.closed, 1001);
     assert.equal(((await idle.next('error')).error as { code: string }).code, 'server_shutting_down');
     assert.equal(speaking.socket.readyState, WebSocket.OPEN, 'a session in the middle of a turn stays');
+    assert.equal(clearing.socket.readyState, WebSocket.OPEN, 'so does the other one');
+
+    // a cleared turn has ended too: that session goes at once, not at --drain-timeout-s
+    const clearedBy = Date.now() + 5000;
+    clearing.send({ type: 'input_audio_buffer.clear' });
+    assert.equal(await clearing.closed, 1001);
+    assert.ok(Date.now() < clearedBy, 'closed once its turn was cleared');
+    assert.equal(((await clearing.next('error')).error as { code: string }).code, 'server_shutting_down');
 
     speaking.send({ type: 'input_audio_buffer.commit' });
     // and talks on at once: the next turn's audio must not keep the session (it would until --drain-timeout-s)

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { NO_NGINX } from '../helpers/nginx.js';
 import { ROOT } from '../helpers/paths.js';
+import { killGroup } from '../helpers/process.js';
 import { SPHINX_INSTALLED } from '../helpers/transcripts.js';
 
 const BENCH = path.join(ROOT, 'dist', 'bench', 'scale-out.js');
@@ -19,11 +20,12 @@ const LIMIT_MS = 240_000;
 describe('three instances behind nginx (bench/scale-out --short)', () => {
   const skip = NO_NGINX || (SPHINX_INSTALLED ? false : 'pocketsphinx-en-us is not installed');
   it('loses nothing in a rolling restart, and only what was in flight on an instance that is killed', { skip }, async () => {
-    const child = spawn(process.execPath, [BENCH, '--short'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // its own process group: past the limit, nginx and the instances it started go with it
+    const child = spawn(process.execPath, [BENCH, '--short'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), LIMIT_MS);
+    const timer = setTimeout(() => killGroup(child.pid), LIMIT_MS);
     const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
     clearTimeout(timer);
     assert.equal(code, 0, output);

@@ -19,14 +19,30 @@ const skip = fs.existsSync(BUILT) ? false : 'no source build of the addon (npm i
 describe('the native addon loader', { skip }, () => {
   let dir = '';
   let platformDir = '';
+  let version = '';
 
-  /** The platform package as `npm install` leaves it, with `manifest` merged into its package.json's `voxd`. */
-  function installPlatformPackage(voxd: Record<string, unknown>, addon: 'this build' | 'not an addon' = 'this build'): void {
+  /** The platform package as `npm install` leaves it, with `voxd` as its package.json's `voxd` field. */
+  function installPlatformPackage(
+    voxd: Record<string, unknown>,
+    { addon = 'this build', as = version }: { addon?: 'this build' | 'not an addon'; as?: string } = {},
+  ): void {
     fs.rmSync(platformDir, { recursive: true, force: true });
     fs.mkdirSync(path.join(platformDir, 'pocketsphinx', 'en-us'), { recursive: true });
-    fs.writeFileSync(path.join(platformDir, 'package.json'), JSON.stringify({ name: platformPackageName(), version: '9.9.9', voxd }));
+    fs.writeFileSync(path.join(platformDir, 'package.json'), JSON.stringify({ name: platformPackageName(), version: as, voxd }));
     if (addon === 'this build') fs.symlinkSync(BUILT, path.join(platformDir, 'voxd.node'));
     else fs.writeFileSync(path.join(platformDir, 'voxd.node'), 'not an ELF file');
+  }
+
+  /** Where the layout's own addon is: a local build (build/Release), a prebuild (prebuilds/), or none. */
+  function sourceBuild(where: 'build/Release' | 'prebuilds' | 'none'): void {
+    for (const d of ['build', 'prebuilds']) fs.rmSync(path.join(dir, d), { recursive: true, force: true });
+    if (where === 'none') return;
+    const file =
+      where === 'build/Release'
+        ? path.join(dir, 'build', 'Release', 'voxd.node')
+        : path.join(dir, 'prebuilds', `${process.platform}-${process.arch}`, 'voxd.glibc.node');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.symlinkSync(BUILT, file);
   }
 
   /** What the loader of the installed layout takes, asked in a child process with `env`. */
@@ -44,6 +60,15 @@ describe('the native addon loader', { skip }, () => {
     return JSON.parse(run.stdout) as NativeOrigin;
   }
 
+  /** scripts/install.mjs of the layout, with a PATH that holds node and nothing else (no compiler, no cmake). */
+  function install(): { status: number | null; stdout: string } {
+    const run = spawnSync(process.execPath, [path.join(dir, 'scripts', 'install.mjs')], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: path.dirname(process.execPath), VOXD_BUILD_FROM_SOURCE: '', VOXD_ADDON: '' },
+    });
+    return { status: run.status, stdout: run.stdout };
+  }
+
   before(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-loader-'));
     for (const file of [
@@ -57,9 +82,8 @@ describe('the native addon loader', { skip }, () => {
     fs.mkdirSync(path.join(dir, 'node_modules'));
     for (const module of ['node-gyp-build', 'node-addon-api', 'cmake-js'])
       fs.symlinkSync(path.join(ROOT, 'node_modules', module), path.join(dir, 'node_modules', module));
-    fs.mkdirSync(path.join(dir, 'build', 'Release'), { recursive: true });
-    fs.symlinkSync(BUILT, path.join(dir, 'build', 'Release', 'voxd.node'));
     platformDir = path.join(dir, 'node_modules', ...platformPackageName().split('/'));
+    version = (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string }).version;
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -69,6 +93,7 @@ describe('the native addon loader', { skip }, () => {
 
   it('takes the source build when no platform package is installed', () => {
     fs.rmSync(platformDir, { recursive: true, force: true });
+    sourceBuild('build/Release');
     const taken = origin();
     assert.equal(taken.kind, 'source build');
     assert.equal(taken.summary, 'native addon: build/Release/voxd.node (built from source)');
@@ -76,33 +101,49 @@ describe('the native addon loader', { skip }, () => {
   });
 
   it('takes the platform package when it suits the CPU and loads, with the sphinx model beside it', () => {
+    sourceBuild('none');
     installPlatformPackage({ cpu: 'x86-64-v3', requiresCpuFlags: [], bundles: 'FFmpeg 5.1.9' });
     const taken = origin();
     assert.equal(taken.kind, 'platform package');
     assert.equal(taken.file, path.join(platformDir, 'voxd.node'));
     assert.equal(taken.sphinxModelDir, path.join(platformDir, 'pocketsphinx', 'en-us'));
-    assert.equal(taken.summary, `native addon: ${platformPackageName()} 9.9.9 (prebuilt for x86-64-v3, with FFmpeg 5.1.9)`);
+    assert.equal(taken.summary, `native addon: ${platformPackageName()} ${version} (prebuilt for x86-64-v3, with FFmpeg 5.1.9)`);
+  });
+
+  it('keeps a build made from source over the platform package (VOXD_CUDA=1, VOXD_BUILD_FROM_SOURCE=1 installs, a clone)', () => {
+    sourceBuild('build/Release');
+    installPlatformPackage({ requiresCpuFlags: [] });
+    assert.equal(origin().file, path.join(dir, 'build', 'Release', 'voxd.node'));
   });
 
   it(
     'passes the platform package over, saying why, for a CPU without its features',
     { skip: fs.existsSync('/proc/cpuinfo') ? false : 'no /proc/cpuinfo' },
     () => {
+      sourceBuild('prebuilds');
       installPlatformPackage({ cpu: 'x86-64-v9', requiresCpuFlags: ['sse2', 'voxd_no_such_flag'] });
       const taken = origin();
       assert.equal(taken.kind, 'source build');
+      assert.match(taken.passedOver ?? '', /needs a x86-64-v9 CPU \(this one lacks voxd_no_such_flag\)$/);
       assert.match(taken.summary, /\(built from source; .* needs a x86-64-v9 CPU \(this one lacks voxd_no_such_flag\)\)$/);
+      // and the install script says so before it looks for another addon
+      const run = install();
+      assert.match(run.stdout, /needs a x86-64-v9 CPU \(this one lacks voxd_no_such_flag\); building from source/);
     },
   );
 
-  it('passes over a platform package whose addon does not load, saying why', () => {
-    installPlatformPackage({}, 'not an addon');
+  it('passes over a platform package of another version, or whose addon does not load, saying why', () => {
+    sourceBuild('prebuilds');
+    installPlatformPackage({ requiresCpuFlags: [] }, { as: '9.9.9' });
+    assert.match(origin().passedOver ?? '', new RegExp(`is 9\\.9\\.9, not voxd's ${version.replace(/\./g, '\\.')}$`));
+    installPlatformPackage({}, { addon: 'not an addon' });
     const taken = origin();
     assert.equal(taken.kind, 'source build');
-    assert.match(taken.summary, /did not load \(.*voxd\.node.*\)\)$/);
+    assert.match(taken.passedOver ?? '', /did not load \(.*voxd\.node.*\)$/);
   });
 
   it('takes the source build with VOXD_BUILD_FROM_SOURCE=1, and VOXD_ADDON over both', () => {
+    sourceBuild('prebuilds');
     installPlatformPackage({ requiresCpuFlags: [] });
     assert.equal(origin({ VOXD_BUILD_FROM_SOURCE: '1' }).kind, 'source build');
     const explicit = origin({ VOXD_ADDON: BUILT });
@@ -110,13 +151,13 @@ describe('the native addon loader', { skip }, () => {
   });
 
   it('the install script builds nothing when the platform package loads', () => {
+    sourceBuild('none');
     installPlatformPackage({ cpu: 'x86-64-v3', requiresCpuFlags: [] });
-    // PATH without compilers or cmake: step 0 must not need them
-    const run = spawnSync(process.execPath, [path.join(dir, 'scripts', 'install.mjs')], {
-      encoding: 'utf8',
-      env: { ...process.env, PATH: path.dirname(process.execPath), VOXD_BUILD_FROM_SOURCE: '', VOXD_ADDON: '' },
-    });
-    assert.equal(run.status, 0, run.stderr);
-    assert.match(run.stdout, /\[voxd\] native addon: @voxd\/addon-[\w-]+ 9\.9\.9 \(prebuilt for x86-64-v3\): nothing to build/);
+    const run = install();
+    assert.equal(run.status, 0);
+    assert.match(
+      run.stdout,
+      new RegExp(`\\[voxd\\] native addon: @voxd/addon-[\\w-]+ ${version.replace(/\./g, '\\.')} \\(prebuilt for x86-64-v3\\): nothing to build`),
+    );
   });
 });
