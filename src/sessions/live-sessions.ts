@@ -152,6 +152,11 @@ export class MessageBacklog {
     return true;
   }
 
+  /** Settles once every message queued so far has been handled. */
+  get settled(): Promise<void> {
+    return this.tail;
+  }
+
   /** Waits for every queued message, then stops counting the session. */
   async dispose(): Promise<void> {
     if (this.idle) clearTimeout(this.idle);
@@ -212,21 +217,21 @@ export abstract class LiveSocketSession implements DrainableSession {
   }
 
   /**
-   * Server shutdown: the turn in progress when the drain begins completes (the client keeps sending until its end),
+   * Server shutdown: the turn in progress when the drain begins completes (what the client sent so far, handled even
+   * when the session is behind, and what it sends until the turn's end),
    * then the client hears why and the socket closes with 1001, so it reconnects elsewhere having lost no finished
    * turn. The close follows that turn's transcript at once, not a pause in the audio: a client that talks on would
    * never leave one. Audio it sent after that turn is dropped, and the error says to send it again.
    */
   async drain(deadline: number): Promise<void> {
-    if (!this.closed && this.turnOpen) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => this.turnEnded(), Math.max(0, deadline - Date.now()));
-        this.completion = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))));
+    // what the client sent before the drain began belongs to its turn: a session behind real time still has it
+    // queued (its turn may not even have opened yet), so that is handled first
+    await Promise.race([this.backlog.settled, timeUp]);
+    if (!this.closed && this.turnOpen) await Promise.race([new Promise<void>((resolve) => (this.completion = resolve)), timeUp]);
+    clearTimeout(timer);
+    this.completion = null;
     if (this.closed || this.leaving) return;
     this.report(
       new LiveError(

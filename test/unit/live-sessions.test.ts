@@ -1,13 +1,15 @@
 /**
  * The live sessions' backlog: arrival order, the bound on bytes waiting, and the metrics of a session whose
- * messages wait too long for the engine (fallen behind real time).
+ * messages wait too long for the engine (fallen behind real time); and a drain of a session that is behind.
  */
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { Metrics } from '../../src/services/metrics.js';
-import { LiveSessions, MAX_BACKLOG_BYTES } from '../../src/sessions/live-sessions.js';
+import type { WsConnection } from '../../src/http/websocket.js';
+import { LiveError } from '../../src/services/stt/live-transcriber.js';
+import { LiveSessions, LiveSocketSession, MAX_BACKLOG_BYTES } from '../../src/sessions/live-sessions.js';
 
 function setup(): { sessions: LiveSessions; metrics: Metrics } {
   const metrics = new Metrics();
@@ -76,5 +78,59 @@ describe('live session backlog', () => {
     await backlog.dispose();
     assert.equal(errors.length, 1);
     assert.ok(after);
+  });
+});
+
+/** A protocol of two messages: `append` opens a turn, `commit` ends it; each waits for `engine` first. */
+class TurnSession extends LiveSocketSession {
+  open = false;
+  constructor(
+    connection: WsConnection,
+    sessions: LiveSessions,
+    private readonly engine: Promise<void>,
+    private readonly events: string[],
+  ) {
+    super(connection, sessions, '/test', 'drained');
+  }
+  protected get turnOpen(): boolean {
+    return this.open;
+  }
+  protected async handle(data: string | Buffer): Promise<void> {
+    await this.engine;
+    this.events.push(`handled ${String(data)}`);
+    this.open = String(data) === 'append';
+    if (String(data) === 'commit') this.turnEnded();
+  }
+  protected report(error: unknown): void {
+    this.events.push(`error ${error instanceof LiveError ? error.code : String(error)}`);
+  }
+  protected async release(): Promise<void> {}
+}
+
+describe('draining a live session', () => {
+  it('handles the turn the client sent before the drain, even when the session is behind, then closes with 1001', async () => {
+    const { sessions } = setup();
+    const events: string[] = [];
+    let release = (): void => undefined;
+    const engine = new Promise<void>((resolve) => (release = resolve));
+    const connection: WsConnection = {
+      id: 'c',
+      protocol: '',
+      closed: false,
+      bufferedAmount: 0,
+      send: () => true,
+      close: (code) => void events.push(`closed ${code}`),
+    };
+    const session = new TurnSession(connection, sessions, engine, events);
+    // the whole turn arrived; none of it handled yet (the engine is busy): no turn is open when the drain begins
+    session.receive('append', false);
+    session.receive('commit', false);
+    const drained = sessions.drain(Date.now() + 5000);
+    await sleep(50);
+    assert.deepEqual(events, [], 'nothing closed while the turn waits in the backlog');
+    release();
+    await drained;
+    assert.deepEqual(events, ['handled append', 'handled commit', 'error server_shutting_down', 'closed 1001']);
+    await session.close();
   });
 });
