@@ -23,8 +23,10 @@ const RELEASE = path.join(root, 'build', 'release');
 const PACKAGE_DIR = path.join(RELEASE, 'package');
 const voxd = requireFromRoot('./package.json');
 
-// x86-64-v3, the CPU level of VOXD_PORTABLE builds on x64 (CMakeLists.txt), as /proc/cpuinfo names its features
-const X64_V3_FLAGS = ['avx', 'avx2', 'bmi1', 'bmi2', 'f16c', 'fma', 'abm', 'movbe', 'xsave'];
+// The instruction sets VOXD_PORTABLE compiles ggml for on x64 (CMakeLists.txt: the AVX2 level of x86-64-v3), as
+// /proc/cpuinfo names them: what the loader checks before it loads the addon. Only these: a virtual machine may hide
+// others of x86-64-v3 (LZCNT's abm, say) that the addon never uses.
+const X64_V3_FLAGS = ['avx', 'avx2', 'fma', 'f16c', 'bmi2'];
 
 // What the check hides: the tools of a source build, every system header, and the system's copies of the libraries
 // the platform package bundles. Paths that do not exist here are skipped.
