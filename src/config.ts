@@ -49,6 +49,7 @@ export const configSchema = z.object({
   realtimeTranscriptionDelayMs: nonNegativeInt.nullable().default(null),
   vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
   ttsMaxBatchSize: positiveInt.max(256).default(8),
+  sttMaxBatchSize: positiveInt.max(256).default(8),
   sttModel: z.string().min(1).nullable().default(DEFAULT_STT_MODEL),
   ttsModel: z.string().min(1).nullable().default(DEFAULT_TTS_MODEL),
   voicesDir: existingDir.nullable().default(null),
@@ -164,6 +165,12 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
   },
   vadModel: { flag: '--vad-model', value: 'id', env: 'VOXD_VAD_MODEL', help: 'VAD model for `server_vad` turn detection' },
   ttsMaxBatchSize: { flag: '--tts-max-batch-size', value: 'n', env: 'VOXD_TTS_MAX_BATCH_SIZE', help: 'maximum TTS requests per continuous batch (1 to 256)' },
+  sttMaxBatchSize: {
+    flag: '--stt-max-batch-size',
+    value: 'n',
+    env: 'VOXD_STT_MAX_BATCH_SIZE',
+    help: 'maximum Whisper transcriptions (requests and realtime turns) decoded together (1 to 256)',
+  },
   sttModel: {
     flag: '--stt-model',
     value: 'id',

@@ -9,7 +9,7 @@ import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js
 import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
-import { whisperEngine } from './engines/whisper.js';
+import { createWhisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
 import { createTransport } from './http/transports.js';
 import type { Logger } from './logger.js';
@@ -59,7 +59,11 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     progressBar: true,
   });
   const registry = new ModelRegistry({
-    engines: [sileroVadEngine, whisperEngine, createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize })],
+    engines: [
+      sileroVadEngine,
+      createWhisperEngine({ maxBatchSize: config.sttMaxBatchSize }),
+      createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize }),
+    ],
     hub,
     logger,
     metrics,

@@ -88,3 +88,21 @@ void voxd_env_threads::stop_all() noexcept {
 void voxd_track_executor(Napi::Env env, std::weak_ptr<voxd_executor> executor) {
     env.GetInstanceData<voxd_addon_data>()->threads->track(std::move(executor));
 }
+
+namespace {
+class voxd_background_worker : public Napi::AsyncWorker {
+public:
+    voxd_background_worker(Napi::Env env, const char * name, std::function<void()> work) : Napi::AsyncWorker(env, name), m_work(std::move(work)) {}
+
+protected:
+    void Execute() override { m_work(); }
+    void OnOK() override {}
+
+private:
+    std::function<void()> m_work;
+};
+} // namespace
+
+void voxd_run_in_background(Napi::Env env, const char * name, std::function<void()> work) {
+    (new voxd_background_worker(env, name, std::move(work)))->Queue(); // owned by libuv until done
+}

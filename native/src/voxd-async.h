@@ -172,5 +172,9 @@ private:
     std::string m_code = "native_error";
 };
 
+// Runs `work` on a libuv worker thread with no promise of its own, for work that reports through its own channel
+// (a batched job's thread-safe function). `work` must not throw.
+void voxd_run_in_background(Napi::Env env, const char * name, std::function<void()> work);
+
 // Copies a Float32Array argument (the JS buffer may be reused or collected while the worker runs).
 std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * what);

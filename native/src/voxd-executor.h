@@ -23,15 +23,16 @@ public:
     voxd_executor(const voxd_executor &)             = delete;
     voxd_executor & operator=(const voxd_executor &) = delete;
 
-    // Runs the tasks queued so far, then ends the thread and joins it; run() refuses later tasks. Idempotent. Called
-    // by the destructor and by the environment's cleanup hook, which holds the executor meanwhile: never from a task,
-    // and never twice at once.
+    // Runs the tasks queued so far, then ends the thread and joins it; run() refuses later tasks. Idempotent, and
+    // safe to call from two threads at once (the environment's cleanup hook, which holds the executor meanwhile, and
+    // the thread an engine is destroyed on): the second waits for the first. Never from a task.
     void stop() noexcept {
         {
             std::lock_guard<std::mutex> lock(m_mutex);
             m_stopping = true;
         }
         m_wake.notify_one();
+        std::lock_guard<std::mutex> join_lock(m_join_mutex);
         if (m_thread.joinable()) {
             m_thread.join();
         }
@@ -69,6 +70,28 @@ public:
         }
     }
 
+    // Queues `task` and returns at once; false (nothing queued) once the executor is stopping. The task catches
+    // its own exceptions.
+    bool post(std::function<void()> task) {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (m_stopping) {
+                return false;
+            }
+            m_queue.emplace_back(std::move(task));
+        }
+        m_wake.notify_one();
+        return true;
+    }
+
+    bool on_thread() const { return std::this_thread::get_id() == m_thread.get_id(); }
+
+    // True once stop() began: a long task (a batcher's loop) ends early, failing its work with "closed".
+    bool stopping() {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        return m_stopping;
+    }
+
 private:
     void loop() {
         for (;;) {
@@ -90,5 +113,6 @@ private:
     std::condition_variable m_wake;
     std::deque<std::function<void()>> m_queue;
     bool m_stopping = false;
-    std::thread m_thread; // last: started once the members above exist
+    std::mutex m_join_mutex; // one join at a time
+    std::thread m_thread;    // last: started once the members above exist
 };

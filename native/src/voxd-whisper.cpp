@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -120,6 +121,14 @@ static void voxd_whisper_check_file(const std::string & path) {
 
 // ---- model data ----
 
+voxd_whisper_model_data::~voxd_whisper_model_data() {
+    // The last holder can be a batched job ending on the batcher's own thread, which cannot join itself: the
+    // batcher is then destroyed (and that thread joined) on a thread of its own.
+    if (batcher && batcher->on_executor_thread()) {
+        std::thread([b = std::move(batcher)]() mutable { b.reset(); }).detach();
+    }
+}
+
 void voxd_whisper_model_data::context_deleter::operator()(whisper_context * ctx) const {
     whisper_free(ctx);
 }
@@ -128,7 +137,19 @@ void voxd_whisper_model_data::state_deleter::operator()(whisper_state * state) c
     whisper_free_state(state);
 }
 
+whisper_context * voxd_whisper_model_data::context() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    if (!m_ctx) {
+        m_ctx.reset(whisper_init_from_file_with_params_no_state(path.c_str(), cparams));
+        if (!m_ctx) {
+            throw voxd_error("transcription_failed", "whisper.cpp cannot load " + path + " (out of memory?)");
+        }
+    }
+    return m_ctx.get();
+}
+
 voxd_whisper_model_data::state_ptr voxd_whisper_model_data::acquire() {
+    whisper_context * ctx = context();
     {
         std::lock_guard<std::mutex> lock(m_mutex);
         if (!m_idle.empty()) {
@@ -137,7 +158,7 @@ voxd_whisper_model_data::state_ptr voxd_whisper_model_data::acquire() {
             return st;
         }
     }
-    state_ptr st(whisper_init_state(ctx.get()));
+    state_ptr st(whisper_init_state(ctx));
     if (!st) {
         throw voxd_error("transcription_failed", "cannot allocate a whisper state (out of memory?)");
     }
@@ -157,16 +178,11 @@ void voxd_whisper_model_data::release(state_ptr st) {
 
 // ---- languages ----
 
-// Languages this model knows: the language tokens follow <|startoftranscript|>, up to <|translate|>.
-static int voxd_whisper_n_languages(whisper_context * ctx) {
-    return whisper_is_multilingual(ctx) ? whisper_token_translate(ctx) - whisper_token_sot(ctx) - 1 : 1;
-}
-
 // The short code of a language given by code or English name, or "" when unknown. A local lookup, because
 // whisper_lang_id logs an error for every unknown name a client sends.
-static std::string voxd_whisper_language_code(whisper_context * ctx, std::string name) {
+static std::string voxd_whisper_language_code(const voxd_whisper_batcher & model, std::string name) {
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return (char) std::tolower(c); });
-    const int n = whisper_is_multilingual(ctx) ? voxd_whisper_n_languages(ctx) : 1; // id 0 is English
+    const int n = model.multilingual() ? model.n_languages() : 1; // id 0 is English
     for (int id = 0; id < n && id <= whisper_lang_max_id(); id++) {
         if (name == whisper_lang_str(id) || name == whisper_lang_str_full(id)) {
             return whisper_lang_str(id);
@@ -176,18 +192,6 @@ static std::string voxd_whisper_language_code(whisper_context * ctx, std::string
 }
 
 // ---- transcription ----
-
-struct voxd_whisper_params {
-    std::string language; // short code; empty = detect
-    bool translate = false;
-    std::string initial_prompt;
-    float temperature     = 0.0f;
-    float temperature_inc = 0.2f;
-    int max_tokens        = 0; // 0 = no limit
-    bool word_timestamps  = false;
-    int threads           = 0; // 0 = min(4, hardware threads)
-    bool no_context       = false;
-};
 
 struct voxd_whisper_word {
     std::string word;
@@ -208,9 +212,10 @@ struct voxd_whisper_segment {
     std::vector<voxd_whisper_word> words;
 };
 
-// One transcribe() call. Shared by the worker, the promise settlement and every queued segment delivery,
-// so it lives until the last of them is done.
-class voxd_whisper_job : public std::enable_shared_from_this<voxd_whisper_job> {
+// One transcribe() call, on the batcher (voxd_whisper_task) or on whisper.cpp's path (execute(), word timestamps).
+// Shared by the worker or batcher, the promise settlement and every queued segment delivery, so it lives until
+// the last of them is done.
+class voxd_whisper_job : public voxd_whisper_task, public std::enable_shared_from_this<voxd_whisper_job> {
 public:
     voxd_whisper_job(std::shared_ptr<voxd_whisper_model_data> model, voxd_whisper_params params, std::vector<float> samples, voxd_abort_ptr abort)
         : m_model(std::move(model)), m_params(std::move(params)), m_samples(std::move(samples)), m_abort(std::move(abort)) {
@@ -222,15 +227,46 @@ public:
         } else {
             m_temperatures.push_back(m_params.temperature);
         }
-        m_budget = m_params.max_tokens > 0 ? m_params.max_tokens : -1;
+        m_budget    = m_params.max_tokens > 0 ? m_params.max_tokens : -1;
+        m_n_samples = (int64_t) m_samples.size();
+        m_beg       = m_model->batcher->timestamp_begin();
     }
 
-    // Segments go to JS through this while the worker runs. transcribe() creates it on the main thread with one
-    // thread reference, which belongs to the worker: it calls non-blocking (an unbounded queue, so never
-    // waiting on JS) and releases the reference exactly once, when execute() returns or throws; Node frees the
-    // TSFN after the calls still queued have run. Each queued call holds the job (shared_ptr) it delivers for.
+    // Segments go to JS through this while the job runs. transcribe() creates it on the main thread with one
+    // thread reference, which belongs to the job's runner: it calls non-blocking (an unbounded queue, so never
+    // waiting on JS) and releases the reference exactly once, when the job ends; Node frees the TSFN after the calls
+    // still queued have run. Each queued call holds the job (shared_ptr) it delivers for. A batched job always has
+    // one (it also settles the promise); on whisper.cpp's path only when the caller streams.
     Napi::ThreadSafeFunction tsfn;
     bool streaming = false;
+    std::shared_ptr<Napi::FunctionReference> callback; // the caller's onSegment; main thread only
+    std::unique_ptr<Napi::Promise::Deferred> deferred; // a batched job's promise; main thread only
+
+    // ---- the batcher's side (voxd_whisper_task), on its thread ----
+
+    const voxd_whisper_params & params() const override { return m_params; }
+    const std::vector<float> & samples() const override { return m_samples; }
+    bool aborted() const override { return m_abort->load(std::memory_order_relaxed); }
+    bool halted() const override { return m_halt.load(std::memory_order_relaxed); }
+
+    void on_segment(const voxd_whisper_raw_segment & segment, const std::string & language) override {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_language = language;
+        }
+        add(segment);
+    }
+
+    void on_done(const std::string & language) override {
+        settle([language](Napi::Env env, voxd_whisper_job & job) { job.deferred->Resolve(job.result_to_js(env, language)); });
+    }
+
+    void on_error(const std::string & code, const std::string & message) override {
+        m_failed.store(true); // set before the rejection, so no segment reaches JS after it
+        settle([code, message](Napi::Env env, voxd_whisper_job & job) { job.deferred->Reject(voxd_make_js_error(env, code, message).Value()); });
+    }
+
+    // ---- whisper.cpp's path ----
 
     // Worker thread: runs the transcription; returns the language.
     std::string execute() {
@@ -250,7 +286,7 @@ public:
     }
 
     // Main thread: hands the segments not yet delivered to `fn`, in order. Called by queued TSFN calls and once
-    // more before the promise resolves, so every segment arrives exactly once and before the result.
+    // more before the promise settles, so every segment arrives exactly once and before the result.
     void deliver(Napi::Env env, Napi::Function fn) {
         if (m_failed.load()) {
             return;
@@ -265,7 +301,7 @@ public:
             batch.assign(m_segments.begin() + (std::ptrdiff_t) m_delivered, m_segments.end());
             m_delivered = m_segments.size();
         }
-        for (size_t k = 0; k < batch.size(); k++) {
+        for (size_t k = 0; k < batch.size() && !aborted(); k++) { // nothing more once the caller gave up
             try {
                 fn.Call({ segment_to_js(env, batch[k], first + k), Napi::String::New(env, language) });
             } catch (const Napi::Error &) {
@@ -287,9 +323,24 @@ public:
     }
 
 private:
+    // A batched job ends: the segments still queued, then the promise, on the main thread; the TSFN is released.
+    template <typename F> void settle(F finish) {
+        if (m_settled.exchange(true)) {
+            return;
+        }
+        m_samples = std::vector<float>(); // a long clip's copy need not outlive the decoding
+        tsfn.NonBlockingCall([job = shared_from_this(), finish](Napi::Env env, Napi::Function) {
+            if (job->callback) {
+                job->deliver(env, job->callback->Value());
+            }
+            finish(env, *job);
+        });
+        tsfn.Release();
+    }
+
     std::string run() {
         voxd_check_abort(m_abort);
-        whisper_context * ctx   = m_model->ctx.get();
+        whisper_context * ctx   = m_model->context();
         const bool multilingual = whisper_is_multilingual(ctx);
         // English-only models have no language token: nothing to detect
         const std::string fixed_language = !m_params.language.empty() ? m_params.language : multilingual ? "" : "en";
@@ -297,7 +348,6 @@ private:
             return fixed_language.empty() ? "en" : fixed_language; // whisper.cpp would detect on a stale spectrogram
         }
         m_fixed_language = fixed_language;
-        m_n_samples      = (int64_t) m_samples.size();
 
         voxd_whisper_model_data::state_ptr st = m_model->acquire();
 
@@ -378,7 +428,7 @@ private:
 
     static bool on_abort(void * data) {
         auto * job = static_cast<voxd_whisper_job *>(data);
-        return job->m_abort->load(std::memory_order_relaxed) || job->m_halt.load(std::memory_order_relaxed);
+        return job->aborted() || job->halted();
     }
 
     // Before each 30 s window: the temperature attempts start over. The abort callback is only polled after
@@ -417,48 +467,60 @@ private:
         }
     }
 
-    // Takes the segments whisper.cpp added since the last call, applies the token budget, and queues them for JS.
+    // Takes the segments whisper.cpp added since the last call.
     void collect(whisper_context * ctx, whisper_state * st) {
         const int n = whisper_full_n_segments_from_state(st);
         for (; m_n_seen < n; m_n_seen++) {
-            if (m_halt.load()) {
-                continue; // budget spent: the rest of this window is dropped
+            voxd_whisper_raw_segment raw;
+            raw.t0                  = whisper_full_get_segment_t0_from_state(st, m_n_seen);
+            raw.t1                  = whisper_full_get_segment_t1_from_state(st, m_n_seen);
+            raw.no_speech_prob      = whisper_full_get_segment_no_speech_prob_from_state(st, m_n_seen);
+            raw.temperature         = m_window_temperature;
+            const whisper_token eot = whisper_token_eot(ctx);
+            const int n_tokens      = whisper_full_n_tokens_from_state(st, m_n_seen);
+            for (int j = 0; j < n_tokens; j++) {
+                const whisper_token_data td = whisper_full_get_token_data_from_state(st, m_n_seen, j);
+                voxd_whisper_token t;
+                t.id   = td.id;
+                t.p    = td.p;
+                t.plog = td.plog;
+                t.t0   = td.t0;
+                t.t1   = td.t1;
+                if (td.id < eot) {
+                    t.text = whisper_full_get_token_text_from_state(ctx, st, m_n_seen, j);
+                }
+                raw.tokens.push_back(std::move(t));
             }
-            voxd_whisper_segment seg = read_segment(ctx, st, m_n_seen);
             {
                 std::lock_guard<std::mutex> lock(m_mutex);
                 if (m_language.empty()) {
                     m_language = language_of(st); // detection is over once segments come
                 }
-                m_segments.push_back(std::move(seg));
             }
-            if (streaming) {
-                tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn); });
-            }
+            add(raw);
         }
     }
 
-    voxd_whisper_segment read_segment(whisper_context * ctx, whisper_state * st, int i) {
-        const whisper_token eot = whisper_token_eot(ctx);
-        const whisper_token beg = whisper_token_beg(ctx);
-        const int64_t duration  = m_n_samples * 100 / WHISPER_SAMPLE_RATE;
-
+    // A decoder's segment: applies the token budget, clamps its times to the clip and keeps them in order, and
+    // queues it for JS. Text tokens have text; <|endoftext|>, task and language tokens are not part of the output.
+    void add(const voxd_whisper_raw_segment & raw) {
+        if (m_halt.load()) {
+            return; // budget spent: the rest is dropped
+        }
+        const int64_t duration = m_n_samples * 100 / WHISPER_SAMPLE_RATE;
         voxd_whisper_segment seg;
-        // clamped to the clip and kept in order: with few tokens (or untrained weights) whisper.cpp can place
-        // the end of a window's last segment past the end of the audio
-        seg.t0             = std::clamp<int64_t>(whisper_full_get_segment_t0_from_state(st, i), m_last_t1, duration);
-        seg.t1             = std::clamp<int64_t>(whisper_full_get_segment_t1_from_state(st, i), seg.t0, duration);
-        seg.no_speech_prob = whisper_full_get_segment_no_speech_prob_from_state(st, i);
-        seg.temperature    = m_window_temperature;
+        // with few tokens (or untrained weights) a window's last segment can end past the end of the audio
+        seg.t0             = std::clamp<int64_t>(raw.t0, m_last_t1, duration);
+        seg.t1             = std::clamp<int64_t>(raw.t1, seg.t0, duration);
+        seg.no_speech_prob = raw.no_speech_prob;
+        seg.temperature    = raw.temperature;
 
         double sum_logprob = 0.0;
         bool budget_hit    = false;
-        const int n_tokens = whisper_full_n_tokens_from_state(st, i);
-        for (int j = 0; j < n_tokens; j++) {
-            const whisper_token_data td = whisper_full_get_token_data_from_state(st, i, j);
-            const bool is_text          = td.id < eot;
-            if (!is_text && td.id < beg) {
-                continue; // <|endoftext|>, task and language tokens are not part of the output
+        for (const voxd_whisper_token & t : raw.tokens) {
+            const bool is_text = !t.text.empty();
+            if (!is_text && t.id < m_beg) {
+                continue;
             }
             if (is_text && m_budget >= 0) {
                 if (m_budget == 0) {
@@ -467,20 +529,19 @@ private:
                 }
                 m_budget--;
             }
-            seg.tokens.push_back(td.id);
-            sum_logprob += std::isfinite(td.plog) ? td.plog : 0.0;
+            seg.tokens.push_back(t.id);
+            sum_logprob += std::isfinite(t.plog) ? t.plog : 0.0;
             if (!is_text) {
                 continue;
             }
-            const char * piece = whisper_full_get_token_text_from_state(ctx, st, i, j);
-            seg.text += piece;
+            seg.text += t.text;
             if (m_params.word_timestamps) {
-                add_to_words(seg.words, piece, td);
+                add_to_words(seg.words, t);
             }
         }
         seg.avg_logprob = seg.tokens.empty() ? 0.0 : sum_logprob / (double) seg.tokens.size();
         if (budget_hit || m_budget == 0) {
-            m_halt.store(true); // stops decoding at the next graph boundary
+            m_halt.store(true); // stops decoding at the next step (graph boundary)
         }
 
         int64_t last = seg.t0;
@@ -490,12 +551,18 @@ private:
             last = w.t1;
         }
         m_last_t1 = seg.t1;
-        return seg;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_segments.push_back(std::move(seg));
+        }
+        if (streaming) {
+            tsfn.NonBlockingCall([job = shared_from_this()](Napi::Env env, Napi::Function fn) { job->deliver(env, fn); });
+        }
     }
 
     // A token that starts with a space starts a word; other tokens (word pieces, punctuation) extend the last one.
-    static void add_to_words(std::vector<voxd_whisper_word> & words, const char * piece, const whisper_token_data & td) {
-        std::string text(piece);
+    static void add_to_words(std::vector<voxd_whisper_word> & words, const voxd_whisper_token & td) {
+        std::string text(td.text);
         const bool starts_word = words.empty() || (!text.empty() && text[0] == ' ');
         const size_t first     = text.find_first_not_of(' ');
         text                   = first == std::string::npos ? "" : text.substr(first);
@@ -545,9 +612,10 @@ private:
     std::vector<float> m_samples;
     voxd_abort_ptr m_abort;
     std::vector<float> m_temperatures;
+    int64_t m_n_samples = 0;
+    int32_t m_beg       = 0; // the first timestamp token: ids between <|endoftext|> and it are not output
 
-    // worker thread only
-    int64_t m_n_samples        = 0;
+    // the runner's thread only (a worker, or the batcher's)
     int m_n_seen               = 0;
     int m_attempt              = -1;
     float m_window_temperature = 0.0f;
@@ -557,8 +625,9 @@ private:
     std::string m_callback_error;
     std::string m_fixed_language; // the language given (or implied); empty = detect
 
-    std::atomic<bool> m_halt{ false };   // budget spent or collecting failed: whisper.cpp stops at its next check
-    std::atomic<bool> m_failed{ false }; // the worker threw: segments still queued are dropped
+    std::atomic<bool> m_halt{ false };    // budget spent or collecting failed: whisper.cpp stops at its next check
+    std::atomic<bool> m_failed{ false };  // the job failed: segments still queued are dropped
+    std::atomic<bool> m_settled{ false }; // a batched job's end was reported
 
     std::mutex m_mutex; // guards m_segments (worker appends, main thread reads)
     std::vector<voxd_whisper_segment> m_segments;
@@ -568,7 +637,7 @@ private:
 
 // ---- argument parsing (main thread) ----
 
-static voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::Value & value, whisper_context * ctx) {
+static voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::Value & value, const voxd_whisper_batcher & model) {
     voxd_whisper_params params;
     if (value.IsUndefined() || value.IsNull()) {
         return params;
@@ -604,10 +673,10 @@ static voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::
         return d;
     };
 
-    const bool multilingual    = whisper_is_multilingual(ctx);
+    const bool multilingual    = model.multilingual();
     const std::string language = opt_string("language");
     if (!language.empty() && language != "auto") {
-        params.language = voxd_whisper_language_code(ctx, language);
+        params.language = voxd_whisper_language_code(model, language);
         if (params.language.empty()) {
             throw bad(multilingual ? "unknown language '" + language + "'" : "this model is English-only; it cannot transcribe '" + language + "'");
         }
@@ -634,6 +703,7 @@ Napi::Function voxd_whisper_model::define(Napi::Env env) {
                            StaticMethod<&voxd_whisper_model::load>("load"),
                            InstanceMethod<&voxd_whisper_model::info>("info"),
                            InstanceMethod<&voxd_whisper_model::transcribe>("transcribe"),
+                           InstanceMethod<&voxd_whisper_model::timings>("timings"),
                            InstanceMethod<&voxd_whisper_model::release>("release"),
                            StaticValue("sampleRate", Napi::Number::New(env, WHISPER_SAMPLE_RATE)),
                        });
@@ -653,20 +723,35 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
     if (!info[0].IsString()) {
         throw voxd_make_js_error(env, "invalid_argument", "WhisperModel.load(path, options): path must be a string");
     }
-    auto data  = std::make_shared<voxd_whisper_model_data>();
-    data->path = info[0].As<Napi::String>().Utf8Value();
-
-    whisper_context_params cparams = whisper_context_default_params();
+    auto data     = std::make_shared<voxd_whisper_model_data>();
+    data->path    = info[0].As<Napi::String>().Utf8Value();
+    data->cparams = whisper_context_default_params();
+    voxd_whisper_batch_options batch;
     if (info[1].IsObject()) {
         Napi::Object o = info[1].As<Napi::Object>();
+        auto integer   = [&](const char * key, int lo, int hi) -> std::optional<int> {
+            Napi::Value v = o.Get(key);
+            if (v.IsUndefined() || v.IsNull())
+                return std::nullopt;
+            const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+            if (!(d >= lo && d <= hi) || d != std::floor(d))
+                throw voxd_make_js_error(env, "invalid_argument",
+                                           std::string("WhisperModel.load: ") + key + " must be an integer in [" + std::to_string(lo) + ", " +
+                                               std::to_string(hi) + "]");
+            return (int) d;
+        };
         if (o.Get("useGpu").IsBoolean())
-            cparams.use_gpu = o.Get("useGpu").As<Napi::Boolean>().Value();
+            data->cparams.use_gpu = batch.use_gpu = o.Get("useGpu").As<Napi::Boolean>().Value();
         if (o.Get("flashAttn").IsBoolean())
-            cparams.flash_attn = o.Get("flashAttn").As<Napi::Boolean>().Value();
-        if (o.Get("gpuDevice").IsNumber())
-            cparams.gpu_device = o.Get("gpuDevice").As<Napi::Number>().Int32Value();
-        if (o.Get("maxIdleStates").IsNumber())
-            data->max_idle = (size_t) std::max(0, o.Get("maxIdleStates").As<Napi::Number>().Int32Value());
+            data->cparams.flash_attn = o.Get("flashAttn").As<Napi::Boolean>().Value();
+        if (auto v = integer("gpuDevice", 0, 64))
+            data->cparams.gpu_device = batch.gpu_device = *v;
+        if (auto v = integer("maxIdleStates", 0, 64))
+            data->max_idle = (size_t) *v;
+        if (auto v = integer("maxBatch", 1, 256))
+            batch.max_batch = *v;
+        if (auto v = integer("threads", 0, 256))
+            batch.threads = *v;
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "WhisperModel.load(path, options): options must be an object");
     }
@@ -674,52 +759,64 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
     using loaded_t = std::shared_ptr<voxd_whisper_model_data>;
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.whisper.load",
-        [data, cparams]() {
+        [data, batch]() {
             voxd_whisper_check_file(data->path);
-            data->ctx.reset(whisper_init_from_file_with_params_no_state(data->path.c_str(), cparams));
-            if (!data->ctx) {
-                throw voxd_error("model_load_failed", "whisper.cpp cannot load " + data->path);
-            }
-            try {
-                // one state up front: proves the compute buffers fit, and the first request does not pay for it
-                data->release(data->acquire());
-            } catch (const voxd_error & e) {
-                throw voxd_error("model_load_failed", e.what());
-            }
+            data->batcher = std::make_unique<voxd_whisper_batcher>(data->path, batch);
             return data;
         },
         [](Napi::Env env, loaded_t & data) -> Napi::Value {
+            voxd_track_executor(env, data->batcher->executor());
             Napi::Object obj     = voxd_class(env, "WhisperModel").New({});
             Unwrap(obj)->m_model = data;
-            Unwrap(obj)->m_memory.set(env, voxd_file_bytes(data->path)); // whisper.cpp reads every weight into memory
+            Unwrap(obj)->m_memory.set(env, voxd_file_bytes(data->path)); // every weight is read into memory
             return obj;
         });
 }
 
+// whisper.cpp's size names, by encoder depth
+static const char * voxd_whisper_type_name(int n_audio_layer) {
+    switch (n_audio_layer) {
+        case 4: return "tiny";
+        case 6: return "base";
+        case 12: return "small";
+        case 24: return "medium";
+        case 32: return "large";
+        default: return "unknown";
+    }
+}
+
 Napi::Value voxd_whisper_model::info(const Napi::CallbackInfo & info) {
-    Napi::Env env           = info.Env();
-    whisper_context * ctx   = loaded(env)->ctx.get(); // hparams are immutable: safe beside running workers
-    Napi::Object o          = Napi::Object::New(env);
-    const bool multilingual = whisper_is_multilingual(ctx);
-    o.Set("multilingual", multilingual);
-    o.Set("type", whisper_model_type_readable(ctx));
-    o.Set("nVocab", whisper_model_n_vocab(ctx));
-    o.Set("nAudioCtx", whisper_model_n_audio_ctx(ctx));
-    o.Set("nAudioState", whisper_model_n_audio_state(ctx));
-    o.Set("nAudioHead", whisper_model_n_audio_head(ctx));
-    o.Set("nAudioLayer", whisper_model_n_audio_layer(ctx));
-    o.Set("nTextCtx", whisper_model_n_text_ctx(ctx));
-    o.Set("nTextState", whisper_model_n_text_state(ctx));
-    o.Set("nTextHead", whisper_model_n_text_head(ctx));
-    o.Set("nTextLayer", whisper_model_n_text_layer(ctx));
-    o.Set("nMels", whisper_model_n_mels(ctx));
-    o.Set("ftype", whisper_model_ftype(ctx));
-    const int n_langs     = voxd_whisper_n_languages(ctx);
-    Napi::Array languages = Napi::Array::New(env, n_langs);
+    Napi::Env env                      = info.Env();
+    const voxd_whisper_batcher & model = *loaded(env)->batcher; // hparams are immutable: safe beside running work
+    const std::vector<int32_t> hp      = model.hparams();
+    Napi::Object o                     = Napi::Object::New(env);
+    o.Set("multilingual", model.multilingual());
+    o.Set("type", voxd_whisper_type_name(hp[4]));
+    const char * names[] = { "nVocab",     "nAudioCtx", "nAudioState", "nAudioHead", "nAudioLayer", "nTextCtx",
+                             "nTextState", "nTextHead", "nTextLayer",  "nMels",      "ftype" };
+    for (size_t i = 0; i < hp.size(); i++) {
+        o.Set(names[i], hp[i]);
+    }
+    o.Set("gpu", model.on_gpu());
+    const int n_langs     = model.multilingual() ? model.n_languages() : 1;
+    Napi::Array languages = Napi::Array::New(env, (size_t) n_langs);
     for (int id = 0; id < n_langs; id++) {
         languages.Set((uint32_t) id, whisper_lang_str(id));
     }
     o.Set("languages", languages);
+    return o;
+}
+
+Napi::Value voxd_whisper_model::timings(const Napi::CallbackInfo & info) {
+    Napi::Env env                      = info.Env();
+    const voxd_whisper_batch_timings t = loaded(env)->batcher->timings();
+    Napi::Object o                     = Napi::Object::New(env);
+    o.Set("encodeMs", (double) t.encode_us / 1000.0);
+    o.Set("encodeCalls", (double) t.encode_calls);
+    o.Set("encodeWindows", (double) t.encode_windows);
+    o.Set("decodeMs", (double) t.decode_us / 1000.0);
+    o.Set("decodeCalls", (double) t.decode_calls);
+    o.Set("decodeRows", (double) t.decode_rows);
     return o;
 }
 
@@ -730,26 +827,46 @@ Napi::Value voxd_whisper_model::transcribe(const Napi::CallbackInfo & info) {
     if (samples.size() > (size_t) INT32_MAX) {
         throw voxd_make_js_error(env, "invalid_argument", "samples: too long for whisper.cpp (at most 2^31 - 1)");
     }
-    voxd_whisper_params params = voxd_whisper_parse_params(env, info[1], model->ctx.get());
+    voxd_whisper_params params = voxd_whisper_parse_params(env, info[1], *model->batcher);
     if (!info[2].IsUndefined() && !info[2].IsNull() && !info[2].IsFunction()) {
         throw voxd_make_js_error(env, "invalid_argument", "onSegment must be a function");
     }
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[3]);
+    const bool batched   = !params.word_timestamps; // the batcher makes no word timestamps: whisper.cpp's path does
 
     auto job = std::make_shared<voxd_whisper_job>(model, std::move(params), std::move(samples), abort);
-    // the final flush calls the callback directly; the reference lives in the settle lambda, on the main thread
-    std::shared_ptr<Napi::FunctionReference> callback;
+    // the final flush calls the callback directly; the reference lives with the job, used on the main thread only
     if (info[2].IsFunction()) {
         Napi::Function fn = info[2].As<Napi::Function>();
-        callback          = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
-        job->tsfn         = Napi::ThreadSafeFunction::New(env, fn, "voxd.whisper.segment", 0 /* unbounded queue */, 1 /* the worker */);
+        job->callback     = std::make_shared<Napi::FunctionReference>(Napi::Persistent(fn));
+        job->tsfn         = Napi::ThreadSafeFunction::New(env, fn, "voxd.whisper.segment", 0 /* unbounded queue */, 1 /* the runner */);
         job->streaming    = true;
+    }
+
+    if (batched) {
+        if (!job->streaming) { // the TSFN also settles the promise: a batched job always has one
+            job->tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo &) {}), "voxd.whisper.job", 0, 1);
+        }
+        job->deferred         = std::make_unique<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
+        Napi::Promise promise = job->deferred->Promise();
+        voxd_run_in_background(env, "voxd.whisper.submit", [job, model]() {
+            try {
+                model->batcher->submit(job); // computes the features here, off the event loop
+            } catch (const voxd_error & e) {
+                job->on_error(e.code, e.what());
+            } catch (const std::bad_alloc &) {
+                job->on_error("out_of_memory", "out of memory");
+            } catch (const std::exception & e) {
+                job->on_error("transcription_failed", e.what());
+            }
+        });
+        return promise;
     }
     return voxd_async_worker<std::string>::run(
         env, "voxd.whisper.transcribe", [job]() { return job->execute(); },
-        [job, callback](Napi::Env env, std::string & language) -> Napi::Value {
-            if (callback) {
-                job->deliver(env, callback->Value()); // segments still queued in the TSFN arrive before the result
+        [job](Napi::Env env, std::string & language) -> Napi::Value {
+            if (job->callback) {
+                job->deliver(env, job->callback->Value()); // segments still queued in the TSFN arrive before the result
             }
             return job->result_to_js(env, language);
         });

@@ -22,6 +22,11 @@ export interface LoadedModel {
   readonly engine: string;
   /** Jobs worth running at once on this model; engines whose one job already uses every core say 1. */
   readonly concurrency?: number;
+  /**
+   * Jobs the model decodes together in one batch (a Whisper model's batcher): the scheduler runs this many at once,
+   * whatever --model-concurrency says, since they share one pass over the weights instead of competing for cores.
+   */
+  readonly batchSize?: number;
   /** Frees native memory. The registry calls it only when no request uses the model. */
   dispose(): Promise<void>;
 }

@@ -1,6 +1,8 @@
 /**
- * Speech-to-text with whisper.cpp (ggml Whisper files such as `ggerganov/whisper.cpp/ggml-base.en.bin`). One
- * loaded model serves concurrent transcriptions, each on a worker thread with a decoding state of its own.
+ * Speech-to-text on whisper.cpp model files (ggml Whisper files such as `ggerganov/whisper.cpp/ggml-base.en.bin`).
+ * The native model batches concurrent transcriptions (its own GGML graphs over the file: docs/architecture.md
+ * "Batched Whisper"), so the model admits up to `--stt-max-batch-size` jobs at once and they share every pass over
+ * the weights; a request with word timestamps takes whisper.cpp's own decoder on a worker thread instead.
  */
 import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
@@ -26,7 +28,7 @@ const SAMPLE_RATE = 16000;
 const TEMPERATURE_INCREMENT = 0.2;
 
 /** What the file header says (the same fields the loaded model reports, less those derived from them). */
-export type WhisperHeader = Omit<NativeWhisperInfo, 'type' | 'languages'>;
+export type WhisperHeader = Omit<NativeWhisperInfo, 'type' | 'languages' | 'gpu'>;
 
 /**
  * Reads the hparams of a whisper.cpp model file, or null when the file is something else. After the magic a
@@ -86,14 +88,19 @@ export function compressionRatio(text: string): number {
   return bytes.length === 0 ? 0 : bytes.length / deflateSync(bytes).length;
 }
 
-// Transcriptions running in this process, across models: each gets a share of the cores when it starts
-// (ggml's threads spin at barriers, so oversubscribing the cores costs far more than it gains).
+// whisper.cpp's decodes (word timestamps) running in this process, across models: each gets a share of the cores
+// when it starts (ggml's threads spin at barriers, so oversubscribing the cores costs far more than it gains).
 let running = 0;
 /** Beyond this, whisper.cpp's decoder loses more in synchronisation than extra threads win. */
 const MAX_THREADS = 8;
 
 function threadsForNewJob(): number {
   return Math.max(1, Math.min(MAX_THREADS, Math.floor(availableParallelism() / running)));
+}
+
+export interface WhisperEngineOptions {
+  /** Transcriptions decoded together (--stt-max-batch-size); default 8. */
+  maxBatchSize?: number;
 }
 
 function toSegment(segment: NativeWhisperSegment, wordTimestamps: boolean): TranscriptionSegment {
@@ -117,14 +124,12 @@ class WhisperSttModel implements SttModel {
   readonly engine = 'whisper';
   readonly sampleRate = SAMPLE_RATE;
   readonly capabilities: SttModel['capabilities'];
-  // A job takes every core up to MAX_THREADS, so jobs run side by side only where the cores hold several such jobs
-  // (two on 2 cores only split them: 0.88x of serial, measured); the others wait in the model's queue.
-  readonly concurrency = Math.max(1, Math.floor(availableParallelism() / MAX_THREADS));
-
   constructor(
     readonly id: string,
     private native: NativeWhisperModel | null,
     readonly info: NativeWhisperInfo,
+    /** Jobs admitted at once all join the native model's batch. */
+    readonly batchSize: number,
   ) {
     this.capabilities = { translate: info.multilingual, wordTimestamps: true, languages: info.multilingual ? info.languages : ['en'], vadChunking: true };
   }
@@ -154,9 +159,9 @@ class WhisperSttModel implements SttModel {
 
     const userOnSegment = options.onSegment;
     const onSegment = userOnSegment ? (segment: NativeWhisperSegment, lang: string) => userOnSegment(toSegment(segment, wordTimestamps), lang) : undefined;
-    running += 1;
+    running += wordTimestamps ? 1 : 0;
     try {
-      params.threads = threadsForNewJob();
+      if (wordTimestamps) params.threads = threadsForNewJob(); // whisper.cpp's path; the batcher has its own threads
       const result = await withCallbackAbort(options.signal, onSegment, (flag, guarded) => native.transcribe(samples, params, guarded, flag));
       const segments = result.segments.map((segment) => toSegment(segment, wordTimestamps));
       return {
@@ -169,7 +174,7 @@ class WhisperSttModel implements SttModel {
         segments,
       };
     } finally {
-      running -= 1;
+      running -= wordTimestamps ? 1 : 0;
     }
   }
 
@@ -187,20 +192,25 @@ class WhisperSttModel implements SttModel {
   }
 }
 
-export const whisperEngine: Engine<SttModel> = {
-  name: 'whisper',
-  task: 'stt',
-  async detect(path: string): Promise<boolean> {
-    return (await readWhisperHeader(path)) !== null;
-  },
-  async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
-    if (!model.path) throw new Error('the whisper engine needs a model file');
-    signal?.throwIfAborted();
-    const native = await loadNative().WhisperModel.load(model.path);
-    if (signal?.aborted) {
-      native.release();
-      signal.throwIfAborted();
-    }
-    return new WhisperSttModel(model.id, native, native.info());
-  },
-};
+export function createWhisperEngine(options: WhisperEngineOptions = {}): Engine<SttModel> {
+  const maxBatch = options.maxBatchSize ?? 8;
+  return {
+    name: 'whisper',
+    task: 'stt',
+    async detect(path: string): Promise<boolean> {
+      return (await readWhisperHeader(path)) !== null;
+    },
+    async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
+      if (!model.path) throw new Error('the whisper engine needs a model file');
+      signal?.throwIfAborted();
+      const native = await loadNative().WhisperModel.load(model.path, { maxBatch });
+      if (signal?.aborted) {
+        native.release();
+        signal.throwIfAborted();
+      }
+      return new WhisperSttModel(model.id, native, native.info(), maxBatch);
+    },
+  };
+}
+
+export const whisperEngine: Engine<SttModel> = createWhisperEngine();

@@ -116,8 +116,22 @@ export interface NativeWhisperLoadOptions {
   useGpu?: boolean;
   flashAttn?: boolean;
   gpuDevice?: number;
-  /** Idle decoding states kept for reuse (default 2); each holds compute buffers and KV caches. */
+  /** Idle whisper.cpp decoding states kept for reuse (default 2); each holds compute buffers and KV caches. */
   maxIdleStates?: number;
+  /** Transcriptions the batcher decodes together (default 8); more wait for a place. */
+  maxBatch?: number;
+  /** The batcher's CPU threads (default: every core, at most 8). */
+  threads?: number;
+}
+
+/** Where the batcher's time went, summed since the model was loaded. */
+export interface NativeWhisperTimings {
+  encodeMs: number;
+  encodeCalls: number;
+  encodeWindows: number;
+  decodeMs: number;
+  decodeCalls: number;
+  decodeRows: number;
 }
 
 export interface NativeWhisperParams {
@@ -134,7 +148,7 @@ export interface NativeWhisperParams {
   maxTokens?: number;
   /** Per-word start/end from whisper.cpp's token timestamps. */
   wordTimestamps?: boolean;
-  /** Compute threads (default min(4, hardware threads)). */
+  /** whisper.cpp's compute threads, for a request with word timestamps (default min(4, hardware threads)); the batcher has its own. */
   threads?: number;
   /** Do not condition a window on the text of the previous ones; an initial prompt then conditions every window. */
   noContext?: boolean;
@@ -188,15 +202,18 @@ export interface NativeWhisperInfo {
   ftype: number;
   /** Language codes the model knows (`['en']` for English-only models). */
   languages: string[];
+  /** The batcher runs on a GPU. */
+  gpu: boolean;
 }
 
 export interface NativeWhisperModel {
   info(): NativeWhisperInfo;
   /**
-   * Transcribes 16 kHz mono audio on a worker thread with a decoding state of its own, so calls may overlap.
+   * Transcribes 16 kHz mono audio. Calls overlap: the model's batcher decodes them together (the same output as
+   * alone, token for token); one with `wordTimestamps` runs on whisper.cpp's own decoder on a worker thread.
    * `onSegment` gets each segment (and the language in use) as soon as it is decoded, every one before the
-   * promise resolves and none after a rejection. Rejects with `invalid_argument`, `closed` (after release),
-   * `aborted` or `transcription_failed`.
+   * promise resolves and none after a rejection or the abort. Rejects with `invalid_argument`, `closed` (after
+   * release, or when the environment shuts down), `aborted` or `transcription_failed`.
    */
   transcribe(
     samples: Float32Array,
@@ -206,6 +223,7 @@ export interface NativeWhisperModel {
   ): Promise<NativeWhisperResult>;
   /** Drops this object's hold on the weights; transcriptions in flight finish first. Later calls throw `closed`. */
   release(): void;
+  timings(): NativeWhisperTimings;
 }
 
 /** Model files for pocketsphinx; each defaults to Debian's US English model (package pocketsphinx-en-us). */

@@ -18,7 +18,7 @@ import { ApiError } from '../errors.js';
 import { Gauge, type Metrics } from './metrics.js';
 
 /** What the scheduler reads of a model: its queue's name and how many of its jobs may run at once. */
-export type ScheduledModel = Pick<LoadedModel, 'id' | 'concurrency'>;
+export type ScheduledModel = Pick<LoadedModel, 'id' | 'concurrency' | 'batchSize'>;
 
 export interface SchedulerOptions {
   maxQueue: number;
@@ -103,11 +103,11 @@ export class Scheduler {
   /**
    * Admits one request of `model`, or throws 503 `queue_full` when the model already holds its running capacity
    * plus --max-queue requests. A model's own `concurrency` lowers the server's per-model limit for engines that use
-   * every core in one job. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
+   * every core in one job; a model that batches runs its `batchSize` at once. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
    * never refused and not counted.
    */
-  admit({ id: model, concurrency: modelConcurrency }: ScheduledModel, { exempt = false } = {}): Admission {
-    const queue = this.queueOf(model, modelConcurrency);
+  admit({ id: model, concurrency: modelConcurrency, batchSize }: ScheduledModel, { exempt = false } = {}): Admission {
+    const queue = this.queueOf(model, modelConcurrency, batchSize);
     if (!exempt && queue.admitted >= queue.limit + this.options.maxQueue) {
       if (queue.holders === 0 && queue.running === 0) this.queues.delete(model);
       this.options.metrics.rejected.inc({ model });
@@ -185,13 +185,13 @@ export class Scheduler {
     });
   }
 
-  private queueOf(model: string, modelConcurrency: number | undefined): ModelQueue {
+  private queueOf(model: string, modelConcurrency: number | undefined, batchSize: number | undefined): ModelQueue {
     let queue = this.queues.get(model);
     if (!queue) {
       queue = { running: 0, limit: this.options.concurrency, lanes: [], admitted: 0, holders: 0, avgRunMs: 0 };
       this.queues.set(model, queue);
     }
-    queue.limit = Math.max(1, Math.min(this.options.concurrency, modelConcurrency ?? this.options.concurrency));
+    queue.limit = Math.max(1, batchSize ?? Math.min(this.options.concurrency, modelConcurrency ?? this.options.concurrency));
     return queue;
   }
 
