@@ -756,12 +756,18 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
     }
     std::vector<float> out((size_t) (m.n_vocab * S));
     ggml_backend_tensor_get(logits, out.data(), 0, out.size() * sizeof(float));
-    for (int64_t i = 0; i < S; i++) {
-        voxd_whisper_sequence & seq = *seqs[(size_t) i];
-        seq.n_past += (int) seq.feed.size();
-        seq.feed.clear();
-        apply_logits(seq, out.data() + i * m.n_vocab);
+    uint64_t sample_us = 0;
+    {
+        stage_timer timer{ sample_us };
+        for (int64_t i = 0; i < S; i++) {
+            voxd_whisper_sequence & seq = *seqs[(size_t) i];
+            seq.n_past += (int) seq.feed.size();
+            seq.feed.clear();
+            apply_logits(seq, out.data() + i * m.n_vocab);
+        }
     }
+    std::lock_guard<std::mutex> lock(m_timings_mutex);
+    m_timings.sample_us += sample_us;
 }
 
 // ---- decoding rules ----
@@ -783,21 +789,21 @@ static void voxd_whisper_start_attempt(const voxd_whisper_batch_model & m, voxd_
     seq.state = voxd_whisper_sequence::phase::decode;
 }
 
-static void voxd_whisper_log_softmax(std::vector<float> & logits, std::vector<float> & out) {
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    double sum     = 0.0;
-    for (float v : logits) {
-        sum += std::isinf(v) ? 0.0 : std::exp((double) (v - mx));
+// log(sum(exp(v))) over [first, last), -inf when every value is -inf.
+static float voxd_whisper_logsumexp(const float * first, const float * last) {
+    const float mx = *std::max_element(first, last);
+    if (std::isinf(mx)) {
+        return mx;
     }
-    const float lse = mx + (float) std::log(sum);
-    out.resize(logits.size());
-    for (size_t i = 0; i < logits.size(); i++) {
-        out[i] = logits[i] - lse;
+    double sum = 0.0;
+    for (const float * v = first; v != last; v++) {
+        sum += std::exp((double) (*v - mx));
     }
+    return mx + (float) std::log(sum);
 }
 
 // Whisper's suppression and timestamp rules (the reference decoder's), on the logits of a window's next token.
-static void voxd_whisper_filter(const voxd_whisper_batch_model & m, const voxd_whisper_sequence & seq, std::vector<float> & logits) {
+static void voxd_whisper_filter(const voxd_whisper_batch_model & m, const voxd_whisper_sequence & seq, float * logits) {
     const float ninf = -INFINITY;
     auto suppress    = [&](int32_t from, int32_t to) {
         for (int32_t i = std::max(0, from); i < std::min(to, m.n_vocab); i++) {
@@ -830,15 +836,11 @@ static void voxd_whisper_filter(const voxd_whisper_batch_model & m, const voxd_w
             break;
         }
     }
-    // when the timestamps together are likelier than any text token, a timestamp comes next
-    std::vector<float> logprobs;
-    voxd_whisper_log_softmax(logits, logprobs);
-    double ts_sum = 0.0;
-    for (int32_t i = m.beg; i < m.n_vocab; i++) {
-        ts_sum += std::exp((double) logprobs[(size_t) i]);
-    }
-    const float max_text = *std::max_element(logprobs.begin(), logprobs.begin() + m.beg);
-    if (ts_sum > 0.0 && std::log(ts_sum) > max_text) {
+    // when the timestamps together are likelier than any text token, a timestamp comes next (the normaliser of the
+    // probabilities cancels out of the comparison)
+    const float ts_lse   = voxd_whisper_logsumexp(logits + m.beg, logits + m.n_vocab);
+    const float max_text = *std::max_element(logits, logits + m.beg);
+    if (!std::isinf(ts_lse) && ts_lse > max_text) {
         suppress(0, m.beg);
     }
 }
@@ -857,14 +859,14 @@ static double voxd_whisper_entropy(const std::vector<voxd_whisper_token> & token
     return entropy;
 }
 
-void voxd_whisper_batcher::apply_logits(voxd_whisper_sequence & seq, const float * raw) {
+void voxd_whisper_batcher::apply_logits(voxd_whisper_sequence & seq, float * logits) {
     const voxd_whisper_batch_model & m = *m_model;
-    std::vector<float> logits(raw, raw + m.n_vocab);
+    float * end                        = logits + m.n_vocab;
 
     if (seq.state == voxd_whisper_sequence::phase::detect) {
         int best = 0;
         for (int i = 1; i < m.n_langs; i++) {
-            if (logits[(size_t) m.lang_token(i)] > logits[(size_t) m.lang_token(best)]) {
+            if (logits[m.lang_token(i)] > logits[m.lang_token(best)]) {
                 best = i;
             }
         }
@@ -875,38 +877,34 @@ void voxd_whisper_batcher::apply_logits(voxd_whisper_sequence & seq, const float
     }
 
     if (seq.sampled.empty()) {
-        std::vector<float> lp;
-        voxd_whisper_log_softmax(logits, lp);
-        seq.no_speech_prob = std::exp((double) lp[(size_t) m.nosp]);
+        seq.no_speech_prob = std::exp((double) (logits[m.nosp] - voxd_whisper_logsumexp(logits, end)));
     }
     voxd_whisper_filter(m, seq, logits);
-    std::vector<float> logprobs;
-    voxd_whisper_log_softmax(logits, logprobs);
 
     int32_t id       = 0;
     const float temp = seq.temperature();
     if (temp <= 0.0f) {
-        id = (int32_t) (std::max_element(logits.begin(), logits.end()) - logits.begin()); // the first of equal maxima
+        id = (int32_t) (std::max_element(logits, end) - logits); // the first of equal maxima
     } else {
-        std::vector<double> probs(logits.size());
-        const float mx = *std::max_element(logits.begin(), logits.end());
+        const float mx = *std::max_element(logits, end);
+        auto weight    = [&](float v) { return std::isinf(v) ? 0.0 : std::exp((double) (v - mx) / temp); };
         double sum     = 0.0;
-        for (size_t i = 0; i < logits.size(); i++) {
-            probs[i] = std::isinf(logits[i]) ? 0.0 : std::exp((double) (logits[i] - mx) / temp);
-            sum += probs[i];
+        for (const float * v = logits; v != end; v++) {
+            sum += weight(*v);
         }
         const double u = (double) (seq.rng() >> 8) / (double) (1u << 24) * sum;
         double acc     = 0.0;
-        id             = (int32_t) logits.size() - 1;
-        for (size_t i = 0; i < probs.size(); i++) {
-            acc += probs[i];
-            if (probs[i] > 0.0 && acc > u) {
-                id = (int32_t) i;
+        id             = m.n_vocab - 1;
+        for (int32_t i = 0; i < m.n_vocab; i++) {
+            const double w = weight(logits[i]);
+            acc += w;
+            if (w > 0.0 && acc > u) {
+                id = i;
                 break;
             }
         }
     }
-    const float plog = logprobs[(size_t) id];
+    const float plog = logits[id] - voxd_whisper_logsumexp(logits, end);
     seq.sum_logprob += plog;
 
     const int max_len = m.n_text_ctx / 2 - 4;
@@ -1011,8 +1009,12 @@ void voxd_whisper_batcher::end_attempt(voxd_whisper_sequence & seq, bool ended) 
 
 voxd_whisper_batcher::voxd_whisper_batcher(const std::string & path, const voxd_whisper_batch_options & options)
     : m_model(voxd_whisper_batch_load(path, options)), m_options(options), m_executor(std::make_shared<voxd_executor>()) {
-    m_options.max_batch  = std::max(1, m_options.max_batch);
-    m_options.max_encode = std::max(1, m_options.max_encode);
+    m_options.max_batch = std::max(1, m_options.max_batch);
+    // On a CPU the encoder is bound by arithmetic, so windows encoded together take as long as one after another, and
+    // every window stacked into a pass holds the other jobs' decoding that much longer; a GPU gains from the batch.
+    if (m_options.max_encode <= 0) {
+        m_options.max_encode = m_model->is_cpu ? 1 : 8;
+    }
 }
 
 voxd_whisper_batcher::~voxd_whisper_batcher() {

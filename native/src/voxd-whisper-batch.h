@@ -69,7 +69,7 @@ struct voxd_whisper_batch_options {
     bool use_gpu   = true;
     int gpu_device = 0;
     int max_batch  = 8; // sequences decoded together
-    int max_encode = 4; // windows encoded together (each holds an n_ctx x n_ctx attention matrix per head)
+    int max_encode = 0; // windows encoded together; 0 = the backend's choice (below)
     int threads    = 0; // CPU threads; 0 = every core up to 8
 };
 
@@ -78,9 +78,10 @@ struct voxd_whisper_batch_timings {
     uint64_t encode_us      = 0;
     uint64_t encode_calls   = 0;
     uint64_t encode_windows = 0;
-    uint64_t decode_us      = 0;
+    uint64_t decode_us      = 0; // the decoder graphs
     uint64_t decode_calls   = 0;
     uint64_t decode_rows    = 0;
+    uint64_t sample_us      = 0; // the rules and the choice of each sequence's next token
 };
 
 struct voxd_whisper_batch_model; // weights, vocabulary, mel filters, backend
@@ -119,7 +120,7 @@ private:
     void admit();
     void encode(const std::vector<voxd_whisper_sequence *> & seqs);
     void decode(const std::vector<voxd_whisper_sequence *> & seqs);
-    void apply_logits(voxd_whisper_sequence & seq, const float * logits);
+    void apply_logits(voxd_whisper_sequence & seq, float * logits); // filters the logits in place
     void end_attempt(voxd_whisper_sequence & seq, bool ended);
 
     std::unique_ptr<voxd_whisper_batch_model> m_model;

@@ -752,6 +752,8 @@ Napi::Value voxd_whisper_model::load(const Napi::CallbackInfo & info) {
             batch.max_batch = *v;
         if (auto v = integer("threads", 0, 256))
             batch.threads = *v;
+        if (auto v = integer("maxEncode", 0, 256))
+            batch.max_encode = *v;
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "WhisperModel.load(path, options): options must be an object");
     }
@@ -817,6 +819,7 @@ Napi::Value voxd_whisper_model::timings(const Napi::CallbackInfo & info) {
     o.Set("decodeMs", (double) t.decode_us / 1000.0);
     o.Set("decodeCalls", (double) t.decode_calls);
     o.Set("decodeRows", (double) t.decode_rows);
+    o.Set("sampleMs", (double) t.sample_us / 1000.0);
     return o;
 }
 

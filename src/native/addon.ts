@@ -122,6 +122,8 @@ export interface NativeWhisperLoadOptions {
   maxBatch?: number;
   /** The batcher's CPU threads (default: every core, at most 8). */
   threads?: number;
+  /** 30 s windows the batcher encodes in one pass (default: 1 on a CPU, 8 on a GPU). */
+  maxEncode?: number;
 }
 
 /** Where the batcher's time went, summed since the model was loaded. */
@@ -132,6 +134,8 @@ export interface NativeWhisperTimings {
   decodeMs: number;
   decodeCalls: number;
   decodeRows: number;
+  /** The decoding rules and the choice of each job's next token, on the batcher's thread. */
+  sampleMs: number;
 }
 
 export interface NativeWhisperParams {

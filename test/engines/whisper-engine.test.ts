@@ -187,7 +187,8 @@ describe('whisper engine', () => {
     // so a job's output, probabilities included, does not depend on what ran beside it. A mix of lengths (one, two
     // and three 30 s windows), languages given and detected, translation, a prompt, greedy with and without the
     // fallback (whose sampled attempts draw from the job's own seeds) and a fixed temperature.
-    const native = await loadNative().WhisperModel.load(tinyPath, { maxBatch: 8 });
+    // several windows per encoder pass, as on a GPU (a CPU's default is one), so the batched encoder is checked too
+    const native = await loadNative().WhisperModel.load(tinyPath, { maxBatch: 8, maxEncode: 4 });
     try {
       const jobs: [Float32Array, NativeWhisperParams][] = [
         [jfk, { language: 'en', temperatureInc: 0 }],
