@@ -1,10 +1,13 @@
 /**
- * pino logging: JSON lines to a rotated file in --log-dir and readable lines on the console, both written by
- * pino's worker-thread transports so logging never blocks request handling.
+ * pino logging: JSON lines to a rotated file in --log-dir and readable lines on the console, both written by a
+ * worker-thread transport (log-transport.ts) so logging never blocks request handling.
  */
+import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
+import type { LogTransportOptions } from './log-transport.js';
 
 export type { Logger };
 
@@ -20,22 +23,90 @@ export const LOG_FILE_BASENAME = 'voxd';
 export function createLogger(options: LoggerOptions): Logger {
   const logDir = path.resolve(options.logDir);
   fs.mkdirSync(logDir, { recursive: true });
-  const targets: pino.TransportTargetOptions[] = [
-    {
-      target: 'pino-roll',
-      level: options.level,
-      // voxd.1.log, voxd.2.log, ...: a new file every day or every 20 MB, the last 10 kept
-      options: { file: path.join(logDir, LOG_FILE_BASENAME), extension: '.log', frequency: 'daily', size: '20m', mkdir: true, limit: { count: 10 } },
-    },
-  ];
-  if (options.console !== false) {
-    targets.push({
-      target: 'pino-pretty',
-      level: options.level,
-      options: { destination: 2, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true },
-    });
+  const transportOptions: LogTransportOptions = {
+    // voxd.1.log, voxd.2.log, ...: a new file every day or every 20 MB, the last 10 kept
+    file: { file: path.join(logDir, LOG_FILE_BASENAME), extension: '.log', frequency: 'daily', size: '20m', mkdir: true, limit: { count: 10 } },
+    console:
+      options.console === false
+        ? null
+        : { destination: 2, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true },
+  };
+  // one worker-thread transport writes both (log-transport.ts): the file as pino writes it, the console through pino-pretty
+  const transport = pino.transport({ target: fileURLToPath(new URL('./log-transport.js', import.meta.url)), options: transportOptions });
+  return pino({ level: options.level, base: { pid: process.pid } }, new BatchedStream(transport));
+}
+
+type TransportStream = ReturnType<typeof pino.transport>;
+
+/** How long a log line may wait on the main thread for others to go to the transport thread with. */
+const BATCH_MS = 5;
+/** A batch this long goes at once. */
+const MAX_BATCH_CHARS = 64 * 1024;
+/** Streams holding lines, written out before the process exits (before pino's own exit hook ends the transport). */
+const batching = new Set<BatchedStream>();
+let exitHooked = false;
+
+/**
+ * pino's destination: it hands the lines to the transport thread a batch at a time. Each hand-over wakes that
+ * thread (an Atomics.notify, a system call, on the main thread); the transport's own stream hands over at every
+ * turn of the event loop, which under load is every few requests, and was the main thread's largest cost of a
+ * request log line. Batched over BATCH_MS, it is at most a few hundred a second. logger.flush() and the end of the
+ * stream write out what waits, as does the exit of the process.
+ */
+class BatchedStream extends EventEmitter {
+  readonly #target: TransportStream;
+  #pending = '';
+  #timer: NodeJS.Timeout | null = null;
+
+  constructor(target: TransportStream) {
+    super();
+    this.#target = target;
+    for (const event of ['close', 'error', 'ready']) target.on(event, (...args: unknown[]) => this.emit(event, ...args));
+    target.once('close', () => batching.delete(this));
+    batching.add(this);
+    if (!exitHooked) {
+      exitHooked = true;
+      process.prependListener('exit', () => {
+        for (const stream of batching) stream.handOver();
+      });
+    }
   }
-  return pino({ level: options.level, base: { pid: process.pid } }, pino.transport({ targets }));
+
+  get closed(): boolean {
+    return (this.#target as unknown as { closed: boolean }).closed;
+  }
+
+  write(line: string): boolean {
+    this.#pending += line;
+    if (this.#pending.length >= MAX_BATCH_CHARS) this.handOver();
+    else this.#timer ??= setTimeout(() => this.handOver(), BATCH_MS);
+    return true;
+  }
+
+  /** Gives the transport what waits. */
+  handOver(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    if (this.#pending === '') return;
+    const lines = this.#pending;
+    this.#pending = '';
+    this.#target.write(lines);
+  }
+
+  flush(callback: (error?: Error) => void): void {
+    this.handOver();
+    this.#target.flush(callback);
+  }
+
+  flushSync(): void {
+    this.handOver();
+    this.#target.flushSync();
+  }
+
+  end(): void {
+    this.handOver();
+    this.#target.end();
+  }
 }
 
 /** Writes out everything logged so far and stops the transport workers (before exit, or between tests). */

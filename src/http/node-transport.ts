@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { ApiError } from '../errors.js';
 import { errorEnvelope } from './errors.js';
-import type { RequestHead } from './request.js';
+import { emptyHeaders, type RequestHead } from './request.js';
 import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
 
 /** As uWS: a request body that stops arriving for this long ends the connection. */
@@ -19,7 +19,7 @@ const BODY_IDLE_MS = 10_000;
 const MAX_SOCKET_BACKLOG_BYTES = 16 * 1024 * 1024;
 
 function readRequestHead(req: IncomingMessage): RequestHead {
-  const headers: Record<string, string> = Object.create(null);
+  const headers = emptyHeaders();
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = (req.rawHeaders[i] as string).toLowerCase();
     const value = req.rawHeaders[i + 1] as string;
@@ -87,14 +87,14 @@ class NodeChannel implements ResponseChannel {
     this.#req.resume();
   }
 
-  send(status: number, headers: Iterable<[string, string]>, body: Uint8Array, closeConnection: boolean): void {
+  send(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
     if (this.#state !== 'open') return;
     this.#writeHead(status, headers, closeConnection);
     this.#res.end(status === 204 || status === 304 ? undefined : body);
     if (this.#res.writableNeedDrain) this.#stall();
   }
 
-  startStream(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+  startStream(status: number, headers: readonly string[], closeConnection: boolean): void {
     if (this.#state !== 'open') return;
     this.#writeHead(status, headers, closeConnection);
   }
@@ -132,11 +132,11 @@ class NodeChannel implements ResponseChannel {
     this.#abort.abort();
   }
 
-  #writeHead(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+  #writeHead(status: number, headers: readonly string[], closeConnection: boolean): void {
     // the response takes over from the body's idle timeout; a stalled client is bounded by #stall
     this.#req.socket.setTimeout(0);
     this.#res.statusCode = status;
-    for (const [name, value] of headers) this.#res.setHeader(name, value);
+    for (let i = 0; i < headers.length; i += 2) this.#res.setHeader(headers[i] as string, headers[i + 1] as string);
     if (closeConnection) this.#res.shouldKeepAlive = false;
   }
 

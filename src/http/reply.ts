@@ -19,8 +19,10 @@ const FRAMES: Record<StreamFraming, (item: Uint8Array | string | object) => Uint
 };
 
 export interface ReplyOptions {
-  /** Headers every response carries (request id, CORS); they survive `error()`. */
-  baseHeaders: Record<string, string>;
+  /** Sent as `x-request-id`, the first header of every response. */
+  requestId: string;
+  /** Headers every response carries after the request id (CORS), as names and values alternating; they survive `error()`. */
+  baseHeaders: readonly string[];
   /** Asked as the response goes out: whether the connection must close after it. */
   closeConnection: () => boolean;
 }
@@ -28,13 +30,19 @@ export interface ReplyOptions {
 type ReplyState = 'pending' | 'streaming' | 'finished';
 
 const EMPTY = new Uint8Array(0);
+/** (A regular expression costs more, for the few short strings of a response's headers.) */
+const hasLineBreak = (text: string): boolean => text.includes('\n') || text.includes('\r');
+/** Content types `header()` accepted already: they need no second look. */
+const checkedContentTypes = new Set<string>();
+const MAX_CHECKED_CONTENT_TYPES = 64;
 /** Headers the transport writes itself from the body it is given. */
 const SERVER_MANAGED_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection']);
 
 export class HttpReply {
   readonly #channel: ResponseChannel;
   readonly #options: ReplyOptions;
-  #headers: Map<string, string>;
+  /** Headers set on this response (names lower-case, values alternating), in the order first set; null while none. */
+  #headers: string[] | null = null;
   #status = 200;
   #state: ReplyState = 'pending';
   #bytes = 0;
@@ -44,7 +52,6 @@ export class HttpReply {
   constructor(channel: ResponseChannel, options: ReplyOptions) {
     this.#channel = channel;
     this.#options = options;
-    this.#headers = new Map(Object.entries(options.baseHeaders));
   }
 
   /** True once the status line went out (a body was sent or a stream started). */
@@ -55,6 +62,11 @@ export class HttpReply {
   /** The client left, or the server interrupted the response: nothing more is written. */
   get aborted(): boolean {
     return this.#channel.aborted || this.#interrupted;
+  }
+
+  /** The response completed or the connection was lost: `done` has settled. */
+  get settled(): boolean {
+    return this.#channel.completed || this.#channel.aborted;
   }
 
   /** The whole response was handed to the connection (not cut, not aborted). */
@@ -93,8 +105,8 @@ export class HttpReply {
     this.#assertPending();
     const key = name.toLowerCase();
     if (SERVER_MANAGED_HEADERS.has(key)) throw new Error(`the ${key} header is set by the server`);
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) throw new Error(`the ${key} header contains a line break`);
-    this.#headers.set(key, value);
+    if (hasLineBreak(name) || hasLineBreak(value)) throw new Error(`the ${key} header contains a line break`);
+    this.#set(key, value);
     return this;
   }
 
@@ -103,27 +115,38 @@ export class HttpReply {
     this.send(JSON.stringify(value), 'application/json');
   }
 
+  /** `header('content-type', …)`, checked once per distinct type (a few, used over and over). */
+  #contentType(type: string): void {
+    if (!checkedContentTypes.has(type)) {
+      this.header('content-type', type);
+      if (checkedContentTypes.size < MAX_CHECKED_CONTENT_TYPES) checkedContentTypes.add(type);
+    } else if (!this.aborted) {
+      this.#assertPending();
+      this.#set('content-type', type);
+    }
+  }
+
   text(body: string, contentType = 'text/plain; charset=utf-8'): void {
     this.send(body, contentType);
   }
 
   /** Sends the whole body (none when omitted, e.g. after `status(204)`). */
-  send(body?: Uint8Array | string, contentType?: string, headers: Record<string, string> = {}): void {
+  send(body?: Uint8Array | string, contentType?: string, headers?: Record<string, string>): void {
     if (this.aborted) return;
-    if (contentType !== undefined) this.header('content-type', contentType);
-    for (const [name, value] of Object.entries(headers)) this.header(name, value);
+    if (contentType !== undefined) this.#contentType(contentType);
+    if (headers) for (const [name, value] of Object.entries(headers)) this.header(name, value);
     this.#assertPending();
     const bytes = typeof body === 'string' ? Buffer.from(body) : (body ?? EMPTY);
     this.#state = 'finished';
     this.#bytes = bytes.byteLength;
-    this.#channel.send(this.#status, this.#headers, bytes, this.#options.closeConnection());
+    this.#channel.send(this.#status, this.#headerList(), bytes, this.#options.closeConnection());
   }
 
   /** Renders the error envelope with its status and headers, or aborts when a stream already began. */
   error(error: ApiError): void {
     if (this.aborted || this.#state === 'finished') return;
     if (this.#state === 'streaming') return this.abort();
-    this.#headers = new Map(Object.entries(this.#options.baseHeaders));
+    this.#headers = null;
     for (const [name, value] of Object.entries(error.headers)) this.header(name, value);
     this.json(errorEnvelope(error), error.status);
   }
@@ -134,7 +157,7 @@ export class HttpReply {
     this.status(status);
     for (const [name, value] of Object.entries(headers)) this.header(name, value);
     this.#state = 'streaming';
-    this.#channel.startStream(this.#status, this.#headers, this.#options.closeConnection());
+    this.#channel.startStream(this.#status, this.#headerList(), this.#options.closeConnection());
   }
 
   /** Writes one chunk of a stream; resolves once the transport can take more (at once after an abort). */
@@ -200,6 +223,52 @@ export class HttpReply {
 
   #assertPending(): void {
     if (this.#state !== 'pending') throw new Error('the response was already sent');
+  }
+
+  /** Sets a header (a later value replaces an earlier one, in its place). */
+  #set(key: string, value: string): void {
+    const headers = this.#headers;
+    if (headers === null) {
+      this.#headers = [key, value];
+      return;
+    }
+    for (let i = 0; i < headers.length; i += 2) {
+      if (headers[i] === key) {
+        headers[i + 1] = value;
+        return;
+      }
+    }
+    headers.push(key, value);
+  }
+
+  /** Every header of the response, names and values alternating: the request id, the base headers, then those set. */
+  #headerList(): string[] {
+    const { requestId, baseHeaders } = this.#options;
+    const headers = this.#headers;
+    // sized once: a list grown a header at a time is copied as it grows
+    const list = new Array<string>(2 + baseHeaders.length + (headers ? headers.length : 0));
+    list[0] = 'x-request-id';
+    list[1] = requestId;
+    for (let i = 0; i < baseHeaders.length; i++) list[2 + i] = baseHeaders[i] as string;
+    const baseLength = 2 + baseHeaders.length;
+    let length = baseLength;
+    if (headers) {
+      for (let i = 0; i < headers.length; i += 2) {
+        const name = headers[i] as string;
+        const value = headers[i + 1] as string;
+        // one set on a base header replaces its value in its place
+        let j = 0;
+        while (j < baseLength && list[j] !== name) j += 2;
+        if (j < baseLength) {
+          list[j + 1] = value;
+        } else {
+          list[length++] = name;
+          list[length++] = value;
+        }
+      }
+    }
+    list.length = length;
+    return list;
   }
 }
 

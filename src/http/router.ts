@@ -17,8 +17,18 @@ export type RouteMatch<H> =
   | { kind: 'method_not_allowed'; pattern: string; allowed: string[] }
   | { kind: 'not_found' };
 
+/** The params of a match without any: shared, so a static route's match allocates nothing. */
+const NO_PARAMS: Record<string, string> = Object.freeze(Object.create(null) as Record<string, string>);
+/** Methods whose match is kept per static path. */
+const MAX_METHODS_KEPT = 16;
+
 export class Router<H> {
   readonly #routes: Route<H>[] = [];
+  /**
+   * Matches already worked out for the paths of static routes (no `:param`, no `*`), by path, then method: the
+   * hot routes (GET /v1/models, /healthz) skip the scan. Only those paths are kept, so clients cannot grow it.
+   */
+  readonly #staticMatches = new Map<string, Map<string, RouteMatch<H>>>();
 
   add(method: string, pattern: string, handler: H): void {
     const segments = parsePattern(pattern);
@@ -26,9 +36,29 @@ export class Router<H> {
       throw new Error(`route ${method} ${pattern} is already registered`);
     }
     this.#routes.push({ method, pattern, segments, handler });
+    this.#staticMatches.clear();
+    for (const route of this.#routes) {
+      if (route.segments.every((segment) => segment.kind === 'static')) this.#staticMatches.set(trimSlash(route.pattern), new Map());
+    }
   }
 
   match(method: string, path: string): RouteMatch<H> {
+    const known = this.#staticMatches.get(trimSlash(path));
+    if (known === undefined) return this.#scan(method, path);
+    let match = known.get(method);
+    if (match === undefined) {
+      match = this.#scan(method, path);
+      // a static path matches with no params; any params would come from another pattern, and must not be shared
+      // (methods are the client's to choose: a few are kept per path, not every one sent)
+      if ((match.kind !== 'found' || Object.keys(match.params).length === 0) && known.size < MAX_METHODS_KEPT) {
+        if (match.kind === 'found') match = { ...match, params: NO_PARAMS };
+        known.set(method, match);
+      }
+    }
+    return match;
+  }
+
+  #scan(method: string, path: string): RouteMatch<H> {
     const parts = splitPath(path);
     let allowed: { pattern: string; methods: string[] } | null = null;
     for (const route of this.#routes) {
@@ -55,10 +85,14 @@ function parsePattern(pattern: string): Segment[] {
   });
 }
 
+/** The path without one trailing slash (which matching ignores). */
+function trimSlash(path: string): string {
+  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+}
+
 /** Segments of a path, ignoring one trailing slash. */
 function splitPath(path: string): string[] {
-  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-  return trimmed.split('/').slice(1);
+  return trimSlash(path).split('/').slice(1);
 }
 
 function matchSegments(segments: Segment[], parts: string[]): Record<string, string> | null {

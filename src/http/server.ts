@@ -4,12 +4,12 @@
  * route handlers never see a transport's objects.
  */
 import { performance } from 'node:perf_hooks';
-import { corsHeaders, originAllowed, preflightHeaders } from './cors.js';
+import { corsHeaderList, corsHeaders, originAllowed, preflightHeaders } from './cors.js';
 import { ApiError } from '../errors.js';
 import { HttpReply } from './reply.js';
 import { RequestBody } from './request-body.js';
 import { bodyFraming, HttpRequest } from './request.js';
-import { Router, type RouteMatch } from './router.js';
+import { Router, type Route, type RouteMatch } from './router.js';
 import type { Transport, TransportName } from './transport.js';
 import { mountWebSocket, type WsLimits, type WsRoute } from './websocket.js';
 
@@ -75,6 +75,8 @@ function isAbort(error: unknown): boolean {
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { logger } = options;
   const allowedOrigins = options.allowedOrigins ?? ['*'];
+  const anyOrigin = allowedOrigins.includes('*');
+  const anyOriginHeaders = corsHeaderList(allowedOrigins, undefined);
   const { transport } = options;
   const router = new Router<RouteHandler>();
   const inFlight = new Set<HttpReply>();
@@ -82,40 +84,73 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   let listening = false;
   let closing: Promise<void> | null = null;
   const closeSockets: (() => void)[] = [];
+  // made once, not per request: whether a response's connection must close after it
+  const closingNow = (): boolean => closing !== null;
+  const always = (): boolean => true;
 
+  /**
+   * Every request, synchronously inside the transport's callback. A route that answers before returning (most GETs)
+   * is handled, reported and done before this returns, with no promise made on the way; a route that awaits goes on
+   * asynchronously with the same steps.
+   */
   transport.onRequest((head, channel) => {
     const framing = bodyFraming(head.headers);
     // uWS delivers the body only to a data handler set before this function returns
     const body = new RequestBody(channel, framing.length, framing.chunked);
     channel.onBody((chunk, isLast) => body.push(chunk, isLast));
     const match = router.match(head.method, head.path);
-    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, () => channel.signal);
+    const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, channel);
     const reply = new HttpReply(channel, {
-      baseHeaders: { 'x-request-id': request.id, ...corsHeaders(allowedOrigins, request.header('origin')) },
-      closeConnection: () => closing !== null || framing.error !== null,
+      requestId: request.id,
+      baseHeaders: anyOrigin ? anyOriginHeaders : corsHeaderList(allowedOrigins, request.header('origin')),
+      closeConnection: framing.error === null ? closingNow : always,
     });
-    void handle(match, request, reply, framing.error);
-  });
-
-  async function handle(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply, framingError: string | null): Promise<void> {
     const started = performance.now();
-    inFlight.add(reply);
+    let pending: Promise<void> | undefined;
     try {
-      if (framingError) {
-        // answered on a later tick: uWS, finding a request pipelined behind one still unanswered, drops the
-        // connection; answered at once, it would serve that request by its own framing (a smuggled one).
-        // node:http never gets here: its parser refuses such requests itself
-        await new Promise((resolve) => setImmediate(resolve));
-        throw new ApiError('invalid_request', `Malformed request: ${framingError}`);
-      }
-      if (closing) throw new ApiError('shutting_down', 'The server is shutting down');
-      await dispatch(match, request, reply);
+      if (framing.error !== null) pending = refuseMalformed(framing.error);
+      else if (closing) throw new ApiError('shutting_down', 'The server is shutting down');
+      else pending = dispatch(match, request, reply);
     } catch (error) {
       fail(error, request, reply);
     }
-    await reply.done;
-    inFlight.delete(reply);
-    if (inFlight.size === 0) for (const resolve of idleWaiters.splice(0)) resolve();
+    // in flight from here on only when not done already (nothing else runs while a route answers synchronously, so
+    // no one can tell; and a Set that empties at every request reallocates its table every time)
+    const tracked = pending !== undefined || !reply.settled;
+    if (tracked) inFlight.add(reply);
+    if (pending) {
+      pending.then(
+        () => finish(match, request, reply, started, tracked),
+        (error: unknown) => {
+          fail(error, request, reply);
+          finish(match, request, reply, started, tracked);
+        },
+      );
+    } else {
+      finish(match, request, reply, started, tracked);
+    }
+  });
+
+  /**
+   * A request whose framing cannot be trusted, answered on a later tick: uWS, finding a request pipelined behind one
+   * still unanswered, drops the connection; answered at once, it would serve that request by its own framing (a
+   * smuggled one). node:http never gets here: its parser refuses such requests itself.
+   */
+  async function refuseMalformed(framingError: string): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    throw new ApiError('invalid_request', `Malformed request: ${framingError}`);
+  }
+
+  /** Once the response completed or the connection was lost: out of the in-flight set (when `tracked` there), and reported. */
+  function finish(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply, started: number, tracked: boolean): void {
+    if (!reply.settled) {
+      void reply.done.then(() => finish(match, request, reply, started, tracked));
+      return;
+    }
+    if (tracked) {
+      inFlight.delete(reply);
+      if (inFlight.size === 0) for (const resolve of idleWaiters.splice(0)) resolve();
+    }
     try {
       options.onResponse?.({
         id: request.id,
@@ -131,19 +166,28 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
   }
 
-  async function dispatch(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply): Promise<void> {
+  /** Runs the route; a promise only when the handler returned one (it has not answered yet, or may not have). */
+  function dispatch(match: RouteMatch<RouteHandler>, request: HttpRequest, reply: HttpReply): Promise<void> | undefined {
     if (match.kind === 'not_found') throw new ApiError('not_found', `No route for ${request.method} ${request.path}`);
     if (match.kind === 'method_not_allowed') {
       const allowed = [...match.allowed, 'OPTIONS'];
       if (request.method === 'OPTIONS') {
         for (const [name, value] of Object.entries(preflightHeaders(allowed, request.header('access-control-request-headers')))) reply.header(name, value);
-        return reply.status(204).end();
+        reply.status(204).end();
+        return undefined;
       }
       throw new ApiError('method_not_allowed', `Method ${request.method} is not allowed for ${request.path}`, { headers: { allow: allowed.join(', ') } });
     }
-    await match.route.handler(request, reply);
+    const { route } = match;
+    const result = route.handler(request, reply) as Promise<void> | undefined;
+    if (result && typeof result.then === 'function') return result.then(() => assertAnswered(route, reply));
+    assertAnswered(route, reply);
+    return undefined;
+  }
+
+  function assertAnswered(route: Route<RouteHandler>, reply: HttpReply): void {
     if (reply.aborted || (reply.sent && !reply.streaming)) return;
-    throw new Error(`the handler of ${match.route.method} ${match.route.pattern} returned without ${reply.streaming ? 'ending its stream' : 'responding'}`);
+    throw new Error(`the handler of ${route.method} ${route.pattern} returned without ${reply.streaming ? 'ending its stream' : 'responding'}`);
   }
 
   /**

@@ -23,10 +23,13 @@ export interface ResponseChannel {
   /** Stops reading the request body until `resume()`, so unread uploads do not fill memory. */
   pause(): void;
   resume(): void;
-  /** A whole response; `closeConnection` closes the connection once it went out. */
-  send(status: number, headers: Iterable<[string, string]>, body: Uint8Array, closeConnection: boolean): void;
-  /** The status and headers of a streamed (chunked) body. */
-  startStream(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void;
+  /**
+   * A whole response; `headers` are names and values alternating (a flat list costs the hot path nothing to build
+   * or walk); `closeConnection` closes the connection once it went out.
+   */
+  send(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void;
+  /** The status and headers (as for `send`) of a streamed (chunked) body. */
+  startStream(status: number, headers: readonly string[], closeConnection: boolean): void;
   /** Stream bytes, always taken; false when the client is behind: wait for `writable()` before writing more. */
   write(data: Uint8Array): boolean;
   /** Resolves once the client took enough to write again (at once when the connection is gone). */

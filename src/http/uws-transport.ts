@@ -10,7 +10,7 @@
  * it gives up, cutting the response, after MAX_STALL_SECONDS.
  */
 import { STATUS_CODES } from 'node:http';
-import type { RequestHead } from './request.js';
+import { emptyHeaders, type RequestHead } from './request.js';
 import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
 import type { UwsApp, UwsListenSocket, UwsModule, UwsRequest, UwsResponse, WebSocket } from './uws.js';
 
@@ -20,15 +20,33 @@ const STALLED_QUEUE_BYTES = 1024 * 1024;
 const KEEP_ALIVE_MS = 2000;
 /** Larger than uWS's 16 KiB cork buffer, so each write's outcome is known at once. */
 const KEEP_ALIVE_PIECE_BYTES = 64 * 1024;
+/**
+ * A body this small goes out with `end`, not `tryEnd`: written corked (as every write here is), it lands in uWS's
+ * 16 KiB cork buffer, where `tryEnd` always reports it done too; `end` spares building `tryEnd`'s result array
+ * (about a tenth of a small response's cost). The two differ only when the cork buffer is full or the socket
+ * already holds unsent bytes, i.e. with a client that pipelines requests and reads no answers: `end` then leaves
+ * the small rest to uWS, which drops such a client after its usual 10 s, rather than to the stall handling below.
+ */
+const SMALL_BODY_BYTES = 4 * 1024;
+
+/** The headers `readRequestHead` is filling (its callback is made once, not per request). */
+let collecting: Record<string, string> = emptyHeaders();
+function collectHeader(name: string, value: string): void {
+  collecting[name] = name in collecting ? `${collecting[name]}, ${value}` : value;
+}
 
 /** Copies what the request offers; the uWS request is invalid once its handler returns. */
 function readRequestHead(req: UwsRequest): RequestHead {
-  const headers: Record<string, string> = Object.create(null);
-  req.forEach((name, value) => {
-    headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-  });
-  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery(), headers };
+  const headers = (collecting = emptyHeaders());
+  req.forEach(collectHeader);
+  // getQuery() is undefined, not '', when the target has no `?`
+  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery() ?? '', headers };
 }
+
+const SETTLED: Promise<void> = Promise.resolve();
+
+/** `200 OK` and the like, made once per status. */
+const statusLines = new Map<number, string>();
 
 class UwsChannel implements ResponseChannel {
   readonly #res: UwsResponse;
@@ -36,8 +54,14 @@ class UwsChannel implements ResponseChannel {
   /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
   #abort: AbortController | null = null;
   #workCancelled = false;
-  readonly done: Promise<void>;
-  #settle!: () => void;
+  /** Whether `onAborted` and `onData` are set on the response (see `attach`). */
+  #attached = false;
+  /** Still inside uWS's request handler, where uWS has the socket corked already: writes need no `cork` call. */
+  #inHandler = true;
+  /** `done`, made only when asked for before the response settled (most are answered at once). */
+  #done: Promise<void> | null = null;
+  #settle: (() => void) | null = null;
+  #settled = false;
   #completed = false;
   #bodySink: ((chunk: Buffer, isLast: boolean) => void) | null = null;
   /** A body uWS has not fully taken yet; the rest goes out from the writable handler. */
@@ -53,16 +77,32 @@ class UwsChannel implements ResponseChannel {
   /** end() was called while bytes still queued: the stream ends once they went out. */
   #endWhenDrained = false;
 
-  /** Must run synchronously inside the uWS request handler, before any await. */
+  /** Made inside the uWS request handler; `attach()` must run before that handler returns. */
   constructor(res: UwsResponse) {
     this.#res = res;
-    this.done = new Promise((resolve) => (this.#settle = resolve));
-    res.onAborted(() => {
+  }
+
+  /**
+   * Sets the abort and body handlers uWS requires of a response still open when its request handler returns (and
+   * delivers the body to only). A response already sent in full needs neither, and may not be touched any more:
+   * most requests are answered before their handler returns, so they cost uWS no callbacks at all.
+   */
+  attach(): void {
+    this.#inHandler = false;
+    if (this.#state !== 'open' || this.#attached) return;
+    this.#attached = true;
+    this.#res.onAborted(() => {
       this.#state = 'aborted';
       this.#lost();
     });
     // uWS reuses a chunk's memory once this returns: copied
-    res.onData((chunk, isLast) => this.#bodySink?.(Buffer.copyBytesFrom(new Uint8Array(chunk)), isLast));
+    this.#res.onData((chunk, isLast) => this.#bodySink?.(Buffer.copyBytesFrom(new Uint8Array(chunk)), isLast));
+  }
+
+  /** Settles when the whole response was handed to the connection, or the connection was lost. */
+  get done(): Promise<void> {
+    if (this.#settled) return SETTLED;
+    return (this.#done ??= new Promise((resolve) => (this.#settle = resolve)));
   }
 
   get signal(): AbortSignal {
@@ -93,23 +133,31 @@ class UwsChannel implements ResponseChannel {
     this.#use((res) => res.resume());
   }
 
-  send(status: number, headers: Iterable<[string, string]>, body: Uint8Array, closeConnection: boolean): void {
-    this.#use((res) => {
-      writeHead(res, status, headers);
-      if (closeConnection) {
-        res.end(body, true); // uWS adds `Connection: close`
-      } else if (status === 204 || status === 304) {
-        res.endWithoutBody(); // no Content-Length for statuses that never have a body
-      } else if (!res.tryEnd(body, body.byteLength)[1]) {
-        this.#unsentBody = body;
-        this.#stall();
-        return;
-      }
-      this.#complete();
-    });
+  send(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
+    if (this.#state !== 'open') return;
+    if (this.#inHandler) this.#sendNow(status, headers, body, closeConnection);
+    else this.#res.cork(() => this.#sendNow(status, headers, body, closeConnection));
   }
 
-  startStream(status: number, headers: Iterable<[string, string]>, closeConnection: boolean): void {
+  /** `send`, corked. */
+  #sendNow(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
+    const res = this.#res;
+    writeHead(res, status, headers);
+    if (closeConnection) {
+      res.end(body, true); // uWS adds `Connection: close`
+    } else if (status === 204 || status === 304) {
+      res.endWithoutBody(); // no Content-Length for statuses that never have a body
+    } else if (body.byteLength <= SMALL_BODY_BYTES) {
+      res.end(body);
+    } else if (!res.tryEnd(body, body.byteLength)[1]) {
+      this.#unsentBody = body;
+      this.#stall();
+      return;
+    }
+    this.#complete();
+  }
+
+  startStream(status: number, headers: readonly string[], closeConnection: boolean): void {
     this.#use((res) => {
       writeHead(res, status, headers);
       // uWS's own end(…, closeConnection) would write its Connection header into a chunked body: said up front
@@ -144,7 +192,13 @@ class UwsChannel implements ResponseChannel {
   }
 
   close(): void {
-    if (this.#state === 'open') this.#res.close();
+    if (this.#state !== 'open') return;
+    this.#res.close();
+    // uWS runs the abort handler, when there is one yet; without, the response is as lost, and may not be touched
+    if (this.#state === 'open') {
+      this.#state = 'aborted';
+      this.#lost();
+    }
   }
 
   cancelWork(): void {
@@ -155,6 +209,7 @@ class UwsChannel implements ResponseChannel {
   /** Runs `fn` with the response corked, unless it was aborted or completed (then `fn` does not run). */
   #use<T>(fn: (res: UwsResponse) => T): T | undefined {
     if (this.#state !== 'open') return undefined;
+    if (this.#inHandler) return fn(this.#res);
     let result: T | undefined;
     this.#res.cork(() => {
       result = fn(this.#res);
@@ -166,14 +221,19 @@ class UwsChannel implements ResponseChannel {
     this.#state = 'finished';
     this.#completed = true;
     this.#unstall();
-    this.#settle();
+    this.#markSettled();
   }
 
   #lost(): void {
     this.#unstall();
     this.cancelWork();
     this.#releaseWriters();
-    this.#settle();
+    this.#markSettled();
+  }
+
+  #markSettled(): void {
+    this.#settled = true;
+    this.#settle?.();
   }
 
   /** The client takes no more for now: watch for writable, and keep the connection alive meanwhile. */
@@ -258,9 +318,52 @@ class UwsChannel implements ResponseChannel {
   }
 }
 
-function writeHead(res: UwsResponse, status: number, headers: Iterable<[string, string]>): void {
-  res.writeStatus(`${status} ${STATUS_CODES[status] ?? 'Unknown'}`);
-  for (const [name, value] of headers) res.writeHeader(name, value);
+/**
+ * Header names, and the values of headers whose values repeat (content types, CORS), as bytes: uWS copies an
+ * ArrayBuffer as it is, but converts each string to UTF-8 first (a measure, an allocation, a copy and a free: most
+ * of what a header cost), and reaches a Buffer's bytes through its view. Encoded once each; bounded, in case a
+ * route makes up names.
+ */
+const headerBytes = new Map<string, ArrayBuffer>();
+const MAX_HEADER_BYTES_KEPT = 256;
+const REPEATED_VALUES = new Set([
+  'content-type',
+  'cache-control',
+  'vary',
+  'allow',
+  'access-control-expose-headers',
+  'access-control-allow-origin',
+  'access-control-allow-methods',
+  'access-control-max-age',
+]);
+
+const utf8 = new TextEncoder();
+
+function asBytes(text: string): ArrayBuffer | string {
+  let bytes = headerBytes.get(text);
+  if (bytes === undefined) {
+    if (headerBytes.size >= MAX_HEADER_BYTES_KEPT) return text;
+    bytes = utf8.encode(text).buffer as ArrayBuffer; // a buffer of its own, exactly the text's bytes
+    headerBytes.set(text, bytes);
+  }
+  return bytes;
+}
+
+/** Writes the status line (uWS's own default is `200 OK`) and `headers` (names and values alternating). */
+function writeHead(res: UwsResponse, status: number, headers: readonly string[]): void {
+  if (status !== 200) {
+    let line = statusLines.get(status);
+    if (line === undefined) {
+      line = `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+      if (Number.isInteger(status) && status >= 100 && status <= 999) statusLines.set(status, line);
+    }
+    res.writeStatus(line);
+  }
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i] as string;
+    const value = headers[i + 1] as string;
+    res.writeHeader(asBytes(name), REPEATED_VALUES.has(name) ? asBytes(value) : value);
+  }
 }
 
 interface SocketData<C> {
@@ -291,7 +394,14 @@ export function createUwsTransport(uws: UwsModule): Transport {
     name: 'uws',
 
     onRequest(handler) {
-      app.any('/*', (res, req) => handler(readRequestHead(req), new UwsChannel(res)));
+      app.any('/*', (res, req) => {
+        const channel = new UwsChannel(res);
+        try {
+          handler(readRequestHead(req), channel);
+        } finally {
+          channel.attach();
+        }
+      });
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {
@@ -306,7 +416,7 @@ export function createUwsTransport(uws: UwsModule): Transport {
           if ('refuse' in decision) {
             const { status, headers, body } = decision.refuse;
             return void res.cork(() => {
-              writeHead(res, status, Object.entries(headers));
+              writeHead(res, status, Object.entries(headers).flat());
               res.end(body);
             });
           }

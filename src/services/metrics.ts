@@ -28,7 +28,14 @@ export class Counter implements Metric {
     readonly help: string,
   ) {}
   inc(labels: Labels = {}, by = 1): void {
+    this.incKey(labelKey(labels), by);
+  }
+  /** The series of `labels`, for a caller that counts into it often: its label key is made once, here. */
+  labelled(labels: Labels): (by?: number) => void {
     const key = labelKey(labels);
+    return (by = 1) => this.incKey(key, by);
+  }
+  private incKey(key: string, by: number): void {
     this.values.set(key, (this.values.get(key) ?? 0) + by);
   }
   render(): string[] {
@@ -53,29 +60,44 @@ export class Gauge implements Metric {
 }
 
 export class Histogram implements Metric {
+  /** `counts[i]`: observations whose smallest bucket is `buckets[i]` (render adds them up, as the format wants). */
   private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
   constructor(
     readonly name: string,
     readonly help: string,
     readonly buckets: number[],
-  ) {}
+  ) {
+    if (buckets.some((b, i) => i > 0 && b <= (buckets[i - 1] as number))) throw new Error(`histogram ${name}: buckets must ascend`);
+  }
   observe(labels: Labels, value: number): void {
+    this.observeKey(labelKey(labels), labels, value);
+  }
+  /** The series of `labels`, for a caller that observes into it often: its label key is made once, here. */
+  labelled(labels: Labels): (value: number) => void {
     const key = labelKey(labels);
+    return (value) => this.observeKey(key, labels, value);
+  }
+  private observeKey(key: string, labels: Labels, value: number): void {
     let s = this.series.get(key);
     if (!s) {
       s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
       this.series.set(key, s);
     }
-    this.buckets.forEach((b, i) => {
-      if (value <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
-    });
+    const { buckets } = this;
+    let i = 0;
+    while (i < buckets.length && !(value <= (buckets[i] as number))) i++;
+    if (i < buckets.length) s.counts[i] = (s.counts[i] as number) + 1;
     s.sum += value;
     s.count += 1;
   }
   render(): string[] {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const s of this.series.values()) {
-      this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket${labelKey({ ...s.labels, le: String(b) })} ${s.counts[i]}`));
+      let cumulative = 0;
+      this.buckets.forEach((b, i) => {
+        cumulative += s.counts[i] as number;
+        lines.push(`${this.name}_bucket${labelKey({ ...s.labels, le: String(b) })} ${cumulative}`);
+      });
       lines.push(`${this.name}_bucket${labelKey({ ...s.labels, le: '+Inf' })} ${s.count}`);
       lines.push(`${this.name}_sum${labelKey(s.labels)} ${s.sum}`, `${this.name}_count${labelKey(s.labels)} ${s.count}`);
     }
@@ -108,6 +130,30 @@ export class Metrics {
   readonly residentMemory = this.add(
     new Gauge('process_resident_memory_bytes', 'Resident memory of the server process', () => [{ value: process.memoryUsage.rss() }]),
   );
+
+  /** The series of each route, method and status seen, so that a request's metrics build no label keys. */
+  private readonly httpSeries = new Map<string, { latency: (seconds: number) => void; requests: Map<string, Map<number, (by?: number) => void>> }>();
+
+  /** A served HTTP request: `voxd_http_requests_total` by route, method and status, its latency by route. */
+  observeHttp(route: string, method: string, status: number, seconds: number): void {
+    let byRoute = this.httpSeries.get(route);
+    if (!byRoute) {
+      byRoute = { latency: this.httpLatency.labelled({ route }), requests: new Map() };
+      this.httpSeries.set(route, byRoute);
+    }
+    let byMethod = byRoute.requests.get(method);
+    if (!byMethod) {
+      byMethod = new Map();
+      byRoute.requests.set(method, byMethod);
+    }
+    let count = byMethod.get(status);
+    if (!count) {
+      count = this.httpRequests.labelled({ route, method, status: String(status) });
+      byMethod.set(status, count);
+    }
+    count();
+    byRoute.latency(seconds);
+  }
 
   add<M extends Metric>(metric: M): M {
     this.all.push(metric);
