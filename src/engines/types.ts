@@ -132,8 +132,12 @@ export interface StreamingOptions {
  * `feed` and `finish` returned. Calls are made one at a time (the caller awaits each).
  */
 export interface SttStreamingSession {
-  /** Feeds mono float32 at the model's rate; resolves with the text that became stable since the last call ('' when none). */
-  feed(samples: Float32Array, signal?: AbortSignal): Promise<string>;
+  /**
+   * Feeds mono float32 at the model's rate; resolves with the text that became stable since the last call ('' when
+   * none). `more`: more of the client's audio already waits behind this; an engine that re-decodes what it has may
+   * wait for it, so a session behind real time catches up with one decode instead of one per interval.
+   */
+  feed(samples: Float32Array, signal?: AbortSignal, more?: boolean): Promise<string>;
   /** Ends the turn: the rest of its text, and the whole transcript. The session is then ready for a new turn. */
   finish(signal?: AbortSignal): Promise<{ delta: string; transcript: string }>;
   /** Drops the open turn's audio and text (input_audio_buffer.clear). */

@@ -1,7 +1,8 @@
 /**
  * Live transcription on a Whisper model (which has no incremental decoder): the turn's audio is re-decoded
  * every `delayMs` of new audio, and a word goes out once two passes in a row agree on it and on every word
- * before it (local agreement), so deltas are never retracted. `finish` decodes once more and sends the words
+ * before it (local agreement), so deltas are never retracted. A session behind real time (more audio already
+ * waiting) skips the passes in between and decodes once it has caught up. `finish` decodes once more and sends the words
  * past those already sent. The window is bounded: past WINDOW_SECONDS, the segments before the last one are
  * sent as final, cut from the window, and their text becomes the prompt (committed context) of later passes.
  */
@@ -36,13 +37,13 @@ export class WhisperStreamingSession implements SttStreamingSession {
     this.interval = Math.max(1, Math.round(((options.delayMs ?? DEFAULT_DECODE_INTERVAL_MS) * model.sampleRate) / 1000));
   }
 
-  async feed(samples: Float32Array, signal?: AbortSignal): Promise<string> {
+  async feed(samples: Float32Array, signal?: AbortSignal, more = false): Promise<string> {
     if (samples.length > 0) {
       this.chunks.push(samples.slice());
       this.windowSamples += samples.length;
       this.sinceDecode += samples.length;
     }
-    if (this.sinceDecode < this.interval) return '';
+    if (this.sinceDecode < this.interval || more) return '';
     this.sinceDecode = 0;
     const result = await this.decode(signal);
     let delta = '';

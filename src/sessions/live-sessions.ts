@@ -110,6 +110,7 @@ interface BacklogHooks {
 export class MessageBacklog {
   private tail: Promise<void> = Promise.resolve();
   private bytes = 0;
+  private queued = 0;
   private behind = false;
   private disposed = false;
   private readonly idle: NodeJS.Timeout | null;
@@ -127,6 +128,11 @@ export class MessageBacklog {
     return this.bytes;
   }
 
+  /** Messages received and not yet begun (behind the one being handled, if any). */
+  get waitingMessages(): number {
+    return this.queued;
+  }
+
   /**
    * Queues `handle` behind the messages before it. Returns false, queueing nothing, when `bytes` more would pass
    * MAX_BACKLOG_BYTES: the client sends faster than the engine keeps up, and the caller tells it so.
@@ -135,8 +141,10 @@ export class MessageBacklog {
     this.idle?.refresh();
     if (this.bytes > 0 && this.bytes + bytes > MAX_BACKLOG_BYTES) return false;
     this.bytes += bytes;
+    this.queued += 1;
     const arrived = performance.now();
     this.tail = this.tail.then(async () => {
+      this.queued -= 1;
       const waited = (performance.now() - arrived) / 1000;
       this.hooks.waited(waited);
       this.setBehind(waited > BEHIND_SECONDS);
@@ -260,6 +268,11 @@ export abstract class LiveSocketSession implements DrainableSession {
     this.abort.abort();
     await this.backlog.dispose();
     await this.release();
+  }
+
+  /** More of the client's messages wait behind the one being handled: the session is behind. */
+  protected get moreWaiting(): boolean {
+    return this.backlog.waitingMessages > 0;
   }
 
   /** A turn has begun and not yet completed. */

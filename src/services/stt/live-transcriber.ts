@@ -82,6 +82,8 @@ export interface LiveOptions {
   noModelHint: string;
   /** --realtime-transcription-delay-ms, for models that declare it. */
   delayMs: number | null;
+  /** True while more of the client's messages wait behind the one being handled (the session is behind). */
+  moreWaiting: () => boolean;
 }
 
 interface Engine {
@@ -208,7 +210,8 @@ export class LiveTranscriber {
   private async feed(engine: Engine, samples: Float32Array): Promise<void> {
     if (samples.length === 0) return;
     if (this.turn) this.turn.samples += samples.length;
-    this.delta(await this.run(engine.model, (signal) => engine.session.feed(samples, signal)));
+    const more = this.options.moreWaiting();
+    this.delta(await this.run(engine.model, (signal) => engine.session.feed(samples, signal, more)));
   }
 
   /** What is left of the turn's audio to the engine, then committed, the rest of the text, and completed. */

@@ -113,8 +113,8 @@ export class Transcriber {
   }
 
   /** A live transcription: the engine side of a WebSocket session (see LiveTranscriber). */
-  live(settings: LiveSettings, listener: TurnListener, signal: AbortSignal, noModelHint: string): LiveTranscriber {
-    return new LiveTranscriber(this, { noModelHint, delayMs: this.options.liveDelayMs }, settings, listener, signal);
+  live(settings: LiveSettings, listener: TurnListener, signal: AbortSignal, noModelHint: string, moreWaiting: () => boolean): LiveTranscriber {
+    return new LiveTranscriber(this, { noModelHint, delayMs: this.options.liveDelayMs, moreWaiting }, settings, listener, signal);
   }
 
   /** The STT model `id` leased for a request, which is checked against it first (`planTranscription`). */
