@@ -224,6 +224,19 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
     if (m->n_text_state != s) {
         throw fail("the encoder and decoder widths differ");
     }
+    // Whisper's windows are 30 s (1500 encoder positions, timestamps in 20 ms steps); a text context below 16 has no
+    // room for a prompt
+    if (m->n_audio_ctx != 1500 || m->n_text_ctx < 16) {
+        throw fail("the audio context must be 1500 and the text context at least 16");
+    }
+    for (auto & [name, p] : tensors) {
+        const ggml_type type = p.t->type;
+        const bool vector    = p.t->ne[1] == 1 || name.find("positional_embedding") != std::string::npos ||
+                            name.find("conv") != std::string::npos && name.find("bias") != std::string::npos;
+        if (vector ? type != GGML_TYPE_F32 : !(type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || ggml_is_quantized(type))) {
+            throw fail("tensor '" + name + "' has an unusable type (" + ggml_type_name(type) + ")");
+        }
+    }
     m->conv1_w  = get("encoder.conv1.weight", { 3, m->n_mels, s });
     m->conv1_b  = get("encoder.conv1.bias", { 1, s });
     m->conv2_w  = get("encoder.conv2.weight", { 3, s, s });
@@ -775,7 +788,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
 // Starts decoding the current window at the sequence's current temperature: the whole prompt is fed again.
 static void voxd_whisper_start_attempt(const voxd_whisper_batch_model & m, voxd_whisper_sequence & seq) {
     seq.feed.clear();
-    if (!seq.past.empty()) {
+    if (!seq.past.empty() && seq.temperature() < 0.5f) {   // hot attempts decode without the previous text, as whisper.cpp does
         const size_t keep = (size_t) m.n_text_ctx / 2 - 1; // the most recent text, as whisper.cpp keeps it
         seq.feed.push_back(m.prev);
         seq.feed.insert(seq.feed.end(), seq.past.end() - (ptrdiff_t) std::min(keep, seq.past.size()), seq.past.end());
@@ -847,13 +860,14 @@ static void voxd_whisper_filter(const voxd_whisper_batch_model & m, const voxd_w
 
 // The entropy of the window's token counts: a low value means a loop of repeated tokens (whisper.cpp's check).
 static double voxd_whisper_entropy(const std::vector<voxd_whisper_token> & tokens) {
+    const size_t n = std::min<size_t>(tokens.size(), 32); // the last 32, as whisper.cpp counts them
     std::map<int32_t, int> counts;
-    for (const voxd_whisper_token & t : tokens) {
-        counts[t.id]++;
+    for (size_t i = tokens.size() - n; i < tokens.size(); i++) {
+        counts[tokens[i].id]++;
     }
     double entropy = 0.0;
     for (const auto & [id, c] : counts) {
-        const double p = (double) c / (double) tokens.size();
+        const double p = (double) c / (double) n;
         entropy -= p * std::log(p);
     }
     return entropy;
@@ -865,7 +879,7 @@ void voxd_whisper_batcher::apply_logits(voxd_whisper_sequence & seq, float * log
 
     if (seq.state == voxd_whisper_sequence::phase::detect) {
         int best = 0;
-        for (int i = 1; i < m.n_langs; i++) {
+        for (int i = 1; i < std::min(m.n_langs, whisper_lang_max_id() + 1); i++) {
             if (logits[m.lang_token(i)] > logits[m.lang_token(best)]) {
                 best = i;
             }
@@ -1072,7 +1086,7 @@ void voxd_whisper_batcher::submit(std::shared_ptr<voxd_whisper_task> task) {
                                       : std::vector<int32_t>{ m.sot };
     }
     if (p.temperature_inc > 0.0f) { // whisper.cpp's fallback schedule, with the same float arithmetic
-        for (float t = p.temperature; t < 1.0f + 1e-6f; t += p.temperature_inc) {
+        for (float t = p.temperature; t < 1.0f + 1e-6f && seq->temperatures.size() < 32; t += p.temperature_inc) {
             seq->temperatures.push_back(t);
         }
     }
@@ -1080,20 +1094,26 @@ void voxd_whisper_batcher::submit(std::shared_ptr<voxd_whisper_task> task) {
         seq->temperatures.push_back(p.temperature);
     }
     if (!p.initial_prompt.empty()) {
-        seq->past = voxd_whisper_tokenize(m, p.initial_prompt);
+        // only the prompt's last n_text_ctx / 2 tokens condition a window: its tail is enough, and libstdc++'s regex
+        // recurses per character, so a long run of one class would overflow the stack
+        std::string tail = p.initial_prompt.substr(p.initial_prompt.size() - std::min<size_t>(p.initial_prompt.size(), 4096));
+        if (tail.size() < p.initial_prompt.size()) {
+            const size_t space = tail.find(' ');
+            tail               = space == std::string::npos ? std::string() : tail.substr(space);
+        }
+        seq->past = voxd_whisper_tokenize(m, tail);
     }
     seq->n_content = (int) (task->samples().size() / VOXD_WHISPER_HOP);
     seq->mel       = voxd_whisper_mel(m, task->samples(), seq->n_mel_frames); // here, on the caller's thread
 
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_queue.push_back(std::move(seq));
     if (!m_running) {
         m_running = m_executor->post([this] { run_until_idle(); });
         if (!m_running) {
-            m_queue.back()->task->on_error("closed", "the engine was stopped: its JavaScript environment is shutting down");
-            m_queue.pop_back();
+            throw voxd_error("closed", "the engine was stopped: its JavaScript environment is shutting down");
         }
     }
+    m_queue.push_back(std::move(seq));
 }
 
 void voxd_whisper_batcher::run_until_idle() {
@@ -1168,9 +1188,17 @@ void voxd_whisper_batcher::step() {
         }
         m_active.erase(m_active.begin() + (ptrdiff_t) i);
     }
-    for (voxd_whisper_sequence * seq : to_encode) {
-        if (!seq->caches) {
-            seq->caches = std::make_unique<voxd_whisper_caches>(*m_model);
+    for (size_t i = 0; i < to_encode.size();) { // a job whose caches do not fit fails alone
+        voxd_whisper_sequence * seq = to_encode[i];
+        try {
+            if (!seq->caches) {
+                seq->caches = std::make_unique<voxd_whisper_caches>(*m_model);
+            }
+            i++;
+        } catch (const std::exception & e) {
+            seq->task->on_error("transcription_failed", e.what());
+            to_encode.erase(to_encode.begin() + (ptrdiff_t) i);
+            m_active.erase(std::find_if(m_active.begin(), m_active.end(), [&](const auto & a) { return a.get() == seq; }));
         }
     }
     if (!to_encode.empty()) {

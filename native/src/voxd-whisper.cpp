@@ -221,7 +221,7 @@ public:
         : m_model(std::move(model)), m_params(std::move(params)), m_samples(std::move(samples)), m_abort(std::move(abort)) {
         // whisper.cpp's fallback schedule, rebuilt with the same float arithmetic to name each segment's temperature
         if (m_params.temperature_inc > 0.0f) {
-            for (float t = m_params.temperature; t < 1.0f + 1e-6f; t += m_params.temperature_inc) {
+            for (float t = m_params.temperature; t < 1.0f + 1e-6f && m_temperatures.size() < 32; t += m_params.temperature_inc) {
                 m_temperatures.push_back(t);
             }
         } else {
@@ -328,13 +328,21 @@ private:
         if (m_settled.exchange(true)) {
             return;
         }
-        m_samples = std::vector<float>(); // a long clip's copy need not outlive the decoding
-        tsfn.NonBlockingCall([job = shared_from_this(), finish](Napi::Env env, Napi::Function) {
-            if (job->callback) {
-                job->deliver(env, job->callback->Value());
+        m_samples                = std::vector<float>(); // a long clip's copy need not outlive the decoding
+        const napi_status queued = tsfn.NonBlockingCall([job = shared_from_this(), finish](Napi::Env env, Napi::Function) {
+            try {
+                if (job->callback) {
+                    job->deliver(env, job->callback->Value());
+                }
+                finish(env, *job);
+            } catch (const Napi::Error &) {
+                // the promise stays pending only if V8 itself failed; nothing may escape into libuv
             }
-            finish(env, *job);
+            job->callback.reset(); // a JS reference: deleted here, on the main thread, not where the job ends
         });
+        if (queued != napi_ok && callback) {
+            callback->SuppressDestruct(); // the environment is going away: the reference goes with it
+        }
         tsfn.Release();
     }
 

@@ -277,6 +277,14 @@ describe('whisper engine', () => {
     );
   });
 
+  it('takes a prompt of any length (its tail conditions the windows)', async () => {
+    // one 64 KiB "word": the prompt's tokenizer must not recurse per character
+    const result = await tiny.transcribe(jfk.subarray(0, 3 * 16000), { language: 'en', prompt: 'a'.repeat(65536), fallback: false });
+    assert.ok(Array.isArray(result.segments));
+    const spaced = await tiny.transcribe(jfk.subarray(0, 3 * 16000), { language: 'en', prompt: 'ask not '.repeat(8192), fallback: false });
+    assert.ok(Array.isArray(spaced.segments));
+  });
+
   it('returns no segments for empty audio', async () => {
     const result = await tiny.transcribe(new Float32Array(0), { language: 'en' });
     assert.deepEqual(result.segments, []);
