@@ -22,6 +22,7 @@ import { resolveConfig } from '../src/config.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/addon.js';
+import { pcm16, wavBytes } from '../test/helpers/wav.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -139,26 +140,6 @@ async function benchConcurrency(label: string, sttModel: string, requests: numbe
   });
 }
 
-/** A 16 kHz mono PCM16 WAV file of `samples`. */
-function wavFile(samples: Float32Array): Buffer {
-  const data = Buffer.alloc(samples.length * 2);
-  samples.forEach((v, i) => data.writeInt16LE(Math.round(Math.max(-1, Math.min(1, v)) * 32767), i * 2));
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + data.length, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(data.length, 40);
-  return Buffer.concat([header, data]);
-}
-
 /** jfk.wav's samples repeated up to `seconds`. */
 async function jfkFor(seconds: number): Promise<Float32Array> {
   const { samples } = await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: 16000 });
@@ -201,10 +182,7 @@ async function realtimeSession(port: number, samples: Float32Array, model: strin
     const start = performance.now();
     for (let i = 0, k = 0; i < samples.length; i += chunk, k++) {
       await sleep(start + k * 100 - performance.now());
-      const part = samples.subarray(i, i + chunk);
-      const pcm = Buffer.alloc(part.length * 2);
-      part.forEach((v, j) => pcm.writeInt16LE(Math.round(Math.max(-1, Math.min(1, v)) * 32767), j * 2));
-      socket.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: pcm.toString('base64') }));
+      socket.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: pcm16(samples.subarray(i, i + chunk)).toString('base64') }));
     }
     const committed = performance.now();
     socket.send(JSON.stringify({ type: 'input_audio_buffer.commit' }));
@@ -219,7 +197,7 @@ async function realtimeSession(port: number, samples: Float32Array, model: strin
 async function benchBatchedWhisper(model: string): Promise<void> {
   const clips = [
     { name: 'jfk.wav (11 s)', file: fs.readFileSync(JFK_WAV) },
-    { name: '60 s clip', file: wavFile(await jfkFor(60)) },
+    { name: '60 s clip', file: wavBytes(await jfkFor(60), 16000) },
   ];
   await withServer('batched Whisper', model, async (transcribe, port) => {
     for (const clip of clips) {

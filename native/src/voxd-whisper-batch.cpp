@@ -581,6 +581,18 @@ struct stage_timer {
     ~stage_timer() { total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count(); }
 };
 
+// Runs a graph on the model's backend; returns how long it took, in microseconds.
+uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const char * what) {
+    uint64_t us = 0;
+    {
+        stage_timer timer{ us }; // adds the time when it goes out of scope, before the return reads it
+        if (ggml_backend_graph_compute(m.backend, gf) != GGML_STATUS_SUCCESS) {
+            throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
+        }
+    }
+    return us;
+}
+
 } // namespace
 
 // Runs the encoder on one window of each sequence (stacked along the rows of every weight product) and writes each
@@ -636,13 +648,7 @@ void voxd_whisper_batcher::encode(const std::vector<voxd_whisper_sequence *> & s
         }
         ggml_backend_tensor_set(mel, input.data(), (size_t) b * input.size() * sizeof(float), input.size() * sizeof(float));
     }
-    uint64_t us = 0;
-    {
-        stage_timer timer{ us };
-        if (ggml_backend_graph_compute(m.backend, g.gf) != GGML_STATUS_SUCCESS) {
-            throw voxd_error("transcription_failed", "the encoder failed");
-        }
-    }
+    const uint64_t us = compute(m, g.gf, "encoder");
     std::lock_guard<std::mutex> lock(m_timings_mutex);
     m_timings.encode_us += us;
     m_timings.encode_calls++;
@@ -754,13 +760,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
             ggml_backend_tensor_set(mask, data.data(), 0, data.size() * sizeof(ggml_fp16_t));
         }
     }
-    uint64_t us = 0;
-    {
-        stage_timer timer{ us };
-        if (ggml_backend_graph_compute(m.backend, g.gf) != GGML_STATUS_SUCCESS) {
-            throw voxd_error("transcription_failed", "the decoder failed");
-        }
-    }
+    const uint64_t us = compute(m, g.gf, "decoder");
     {
         std::lock_guard<std::mutex> lock(m_timings_mutex);
         m_timings.decode_us += us;
