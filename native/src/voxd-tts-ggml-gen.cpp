@@ -8,7 +8,6 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -20,19 +19,6 @@ struct chunks_deleter {
 };
 struct bitmap_deleter {
     void operator()(mtmd_bitmap * b) const { mtmd_bitmap_free(b); }
-};
-
-// Adds the time from its construction to its destruction to a total, in microseconds.
-class stage_timer {
-public:
-    explicit stage_timer(std::atomic<uint64_t> & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
-    ~stage_timer() { m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count(); }
-    stage_timer(const stage_timer &)             = delete;
-    stage_timer & operator=(const stage_timer &) = delete;
-
-private:
-    std::atomic<uint64_t> & m_total;
-    std::chrono::steady_clock::time_point m_start;
 };
 
 // A 32-bit mix of a seed and a draw index, never UINT32_MAX (clip's "random").
@@ -111,9 +97,9 @@ llama_batch voxd_embd_batch::view() {
 
 // ---- voxd_tts_generator ----
 
-std::unique_ptr<voxd_tts_generator> voxd_tts_generator::create(llama_context * lctx, mtmd_context * mctx) {
+std::unique_ptr<voxd_tts_generator> voxd_tts_generator::create(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options) {
     switch (mtmd_gen_audio_get_info(mctx).type) {
-        case MTMD_GEN_AUDIO_TYPE_POCKETTTS: return voxd_tts_pocket_generator(lctx, mctx);
+        case MTMD_GEN_AUDIO_TYPE_POCKETTTS: return voxd_tts_pocket_generator(lctx, mctx, options);
         case MTMD_GEN_AUDIO_TYPE_QWEN3TTS: return voxd_tts_qwen3_generator(lctx, mctx);
         default: throw voxd_error("model_load_failed", "the mmproj's audio generator is of no type this engine drives");
     }
@@ -154,7 +140,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
     if (!mtmd_support_audio(m_mctx)) {
         throw voxd_error("invalid_argument", "this model's mmproj has no voice encoder, so it cannot clone a reference clip");
     }
-    stage_timer timer(m_timings.encoder_us);
+    voxd_tts_stage_timer timer(m_timings.encoder_us);
     std::unique_ptr<mtmd_bitmap, bitmap_deleter> bitmap(mtmd_bitmap_init_from_audio(reference.size(), reference.data())); // owns the clip
     std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init());                                  // owns the tokenized prompt
     const char * marker = mtmd_default_marker();
@@ -178,7 +164,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
 }
 
 void voxd_tts_generator::decode_prompt(voxd_tts_sequence & seq, const std::vector<float> & rows) {
-    stage_timer timer(m_timings.prompt_us);
+    voxd_tts_stage_timer timer(m_timings.prompt_us);
     const int n_rows = (int) (rows.size() / (size_t) m_n_embd);
     for (int first = 0; first < n_rows; first += m_n_batch) {
         const int n = std::min(m_n_batch, n_rows - first);
@@ -198,7 +184,9 @@ void voxd_tts_generator::flush_decoder(voxd_tts_sequence & seq) {
     if (seq.latents.empty() && seq.codes.empty()) {
         return;
     }
-    stage_timer timer(m_timings.decoder_us);
+    voxd_tts_stage_timer timer(m_timings.decoder_us);
+    m_timings.decoder_windows++;
+    m_timings.decoder_calls++;
     mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
     inp.type         = MTMD_GEN_PROCESS_TYPE_GEN_WAV;
     if (seq.codes.empty()) {
@@ -241,7 +229,9 @@ void voxd_tts_generator::reseed(uint32_t seed) {
 }
 
 mtmd_gen_out voxd_tts_generator::generate(voxd_tts_sequence & seq, mtmd_gen_inp & inp) {
-    stage_timer timer(m_timings.generator_us);
+    voxd_tts_stage_timer timer(m_timings.generator_us);
+    m_timings.generator_rows++;
+    m_timings.generator_calls++;
     inp.seed = next_seed(seq);
     reseed(inp.seed);
     mtmd_gen_out out{};
@@ -267,8 +257,12 @@ uint32_t voxd_tts_generator::next_seed(voxd_tts_sequence & seq) {
 }
 
 void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
-    voxd_embd_batch batch(m_n_embd, m_n_pos_per_row);
-    std::vector<voxd_tts_sequence *> in_batch; // the sequence of each batch row
+    const auto fail = [](voxd_tts_sequence & seq, const voxd_error & e) {
+        seq.error_code = e.code;
+        seq.error      = e.what();
+        seq.finished   = true;
+    };
+    std::vector<voxd_tts_sequence *> active;
     for (voxd_tts_sequence * seq : seqs) {
         if (seq->finished || seq->cancelled.load()) {
             continue;
@@ -280,17 +274,26 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
                 seq->prepared = true;
                 prepare(*seq);
             }
+            active.push_back(seq);
+        } catch (const voxd_error & e) {
+            fail(*seq, e);
+        }
+    }
+    begin_frames(active);
+    voxd_embd_batch batch(m_n_embd, m_n_pos_per_row);
+    std::vector<voxd_tts_sequence *> in_batch; // the sequence of each batch row
+    for (voxd_tts_sequence * seq : active) {
+        try {
             const int rows = batch.size();
             next_frame(*seq, batch);
             if (batch.size() > rows) {
                 in_batch.push_back(seq);
             }
         } catch (const voxd_error & e) {
-            seq->error_code = e.code;
-            seq->error      = e.what();
-            seq->finished   = true;
+            fail(*seq, e);
         }
     }
+    end_frames();
     if (batch.size() == 0) {
         return;
     }
@@ -305,7 +308,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
         const llama_pos companion_pos = first.pos; // next_frame advanced it past the row
         int rc;
         {
-            stage_timer timer(m_timings.backbone_us);
+            voxd_tts_stage_timer timer(m_timings.backbone_us);
             rc = llama_decode(m_lctx, part.view());
         }
         if (companion) {
@@ -321,9 +324,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
             try {
                 read_output(seq, (int) i);
             } catch (const voxd_error & e) {
-                seq.error_code = e.code;
-                seq.error      = e.what();
-                seq.finished   = true;
+                fail(seq, e);
             }
         }
     };

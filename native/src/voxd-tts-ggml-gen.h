@@ -17,8 +17,10 @@
 
 #include "llama.h"
 #include "mtmd.h"
+#include "voxd-tts-pocket-graphs.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,7 +64,8 @@ struct voxd_tts_sequence {
 
     std::vector<float> latents;         // Pocket: frames waiting for the decoder (less than one window)
     std::vector<int32_t> codes;         // Qwen3: the same as codes, 16 per frame
-    std::vector<uint8_t> decoder_state; // the decoder's state between windows
+    std::vector<uint8_t> decoder_state; // libmtmd's decoder state between windows
+    voxd_pocket_decoder_state mimi;     // Pocket's own decoder state between windows (voxd-tts-pocket-graphs.h)
     std::vector<float> audio;           // decoded and not yet taken by the runner
 
     bool finished = false;
@@ -101,14 +104,40 @@ private:
 // Where a model's generation time went, summed over its life (microseconds). Written on the executor thread, read
 // from JS at any time.
 struct voxd_tts_timings {
-    std::atomic<uint64_t> frames{ 0 };         // frames made
-    std::atomic<uint64_t> backbone_us{ 0 };    // the per-step llama_decode of every sequence's frame
-    std::atomic<uint64_t> backbone_rows{ 0 };  // rows it decoded
-    std::atomic<uint64_t> backbone_calls{ 0 }; // and in how many calls
-    std::atomic<uint64_t> prompt_us{ 0 };      // prompt decodes
-    std::atomic<uint64_t> encoder_us{ 0 };     // reference clips through the voice encoder
-    std::atomic<uint64_t> generator_us{ 0 };   // the generator's per-frame calls (flow net, code predictor)
-    std::atomic<uint64_t> decoder_us{ 0 };     // the audio decoder (mimi, code2wav)
+    std::atomic<uint64_t> frames{ 0 };          // frames made
+    std::atomic<uint64_t> backbone_us{ 0 };     // the per-step llama_decode of every sequence's frame
+    std::atomic<uint64_t> backbone_rows{ 0 };   // rows it decoded
+    std::atomic<uint64_t> backbone_calls{ 0 };  // and in how many calls
+    std::atomic<uint64_t> prompt_us{ 0 };       // prompt decodes
+    std::atomic<uint64_t> encoder_us{ 0 };      // reference clips through the voice encoder
+    std::atomic<uint64_t> generator_us{ 0 };    // the generator's per-frame work (flow net, code predictor)
+    std::atomic<uint64_t> generator_rows{ 0 };  // frames it made
+    std::atomic<uint64_t> generator_calls{ 0 }; // and in how many calls (graphs)
+    std::atomic<uint64_t> decoder_us{ 0 };      // the audio decoder (mimi, code2wav)
+    std::atomic<uint64_t> decoder_windows{ 0 }; // windows it decoded
+    std::atomic<uint64_t> decoder_calls{ 0 };   // and in how many calls (graphs)
+};
+
+// How a model's generator runs what follows the backbone.
+struct voxd_tts_generator_options {
+    std::string mmproj; // the mmproj's path: Pocket TTS reads its generator and decoder from it once more
+    int threads = 0;    // 0: every core up to 8
+    // Pocket TTS: libmtmd's one-request generator and decoder calls instead of voxd's batched graphs (to compare
+    // the two; Qwen3-TTS always takes libmtmd's)
+    bool libmtmd = false;
+};
+
+// Adds the time from its construction to its destruction to a total, in microseconds.
+class voxd_tts_stage_timer {
+public:
+    explicit voxd_tts_stage_timer(std::atomic<uint64_t> & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
+    ~voxd_tts_stage_timer() { m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count(); }
+    voxd_tts_stage_timer(const voxd_tts_stage_timer &)             = delete;
+    voxd_tts_stage_timer & operator=(const voxd_tts_stage_timer &) = delete;
+
+private:
+    std::atomic<uint64_t> & m_total;
+    std::chrono::steady_clock::time_point m_start;
 };
 
 // Drives one model's sequences. Borrows the contexts it is built with; every call but plan() runs on the model's
@@ -117,7 +146,7 @@ class voxd_tts_generator {
 public:
     // The generator for the mmproj's audio generator type. Throws voxd_error("model_load_failed") when the
     // backbone lacks what generation needs.
-    static std::unique_ptr<voxd_tts_generator> create(llama_context * lctx, mtmd_context * mctx);
+    static std::unique_ptr<voxd_tts_generator> create(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options);
     virtual ~voxd_tts_generator() = default;
 
     // Any thread (reads the vocabulary only): normalises and tokenises the text into chunks and checks the
@@ -125,8 +154,9 @@ public:
     virtual void plan(voxd_tts_sequence & seq) const = 0;
 
     // Makes one frame for each sequence in `seqs` that is not finished: prepares new ones (their prompt into the
-    // KV cache), then the model's per-frame work for each and their backbone inputs decoded together: on x86 one
-    // llama_decode per run of consecutive sequence ids, a run of one with a companion row; elsewhere one per row.
+    // KV cache), then the model's per-frame work for all (begin_frames(), next_frame() for each, end_frames()) and
+    // their backbone inputs decoded together: on x86 one llama_decode per run of consecutive sequence ids, a run of
+    // one with a companion row; elsewhere one per row.
     // A sequence's own failure (a reference clip the encoder refuses) finishes it with `error`; a failure of a
     // shared decode throws voxd_error.
     void step(const std::vector<voxd_tts_sequence *> & seqs);
@@ -138,6 +168,9 @@ protected:
 
     // Puts the sequence's prompt in the KV cache and reads the backbone's output for it.
     virtual void prepare(voxd_tts_sequence & seq) = 0;
+    // Work of the step's frames done for all sequences at once, before and after their next_frame() calls.
+    virtual void begin_frames(const std::vector<voxd_tts_sequence *> & seqs) { (void) seqs; }
+    virtual void end_frames() {}
     // The sequence's next frame: its backbone input row goes into `batch`, or none when the frame ended the
     // sequence or restarted it on a new chunk.
     virtual void next_frame(voxd_tts_sequence & seq, voxd_embd_batch & batch) = 0;
@@ -158,8 +191,9 @@ protected:
     bool count_frame(voxd_tts_sequence & seq, bool window_full);
     // Sets the generator's seed for the next draw (clip reseeds only on a change, so an equal one is forced).
     void reseed(uint32_t seed);
-    // Runs the decoder over the sequence's buffered latents or codes, carrying its state; appends to `audio`.
-    void flush_decoder(voxd_tts_sequence & seq);
+    // Runs the decoder over the sequence's buffered latents or codes through libmtmd, carrying its state; appends
+    // to `audio` (a family may instead queue the window for end_frames()).
+    virtual void flush_decoder(voxd_tts_sequence & seq);
     // The next draw's seed for the sequence, from its request seed and draw count.
     static uint32_t next_seed(voxd_tts_sequence & seq);
     void clear(llama_seq_id seq_id, llama_pos from = -1);
@@ -177,7 +211,7 @@ protected:
 };
 
 // The families, in their own files.
-std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx);
+std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options);
 std::unique_ptr<voxd_tts_generator> voxd_tts_qwen3_generator(llama_context * lctx, mtmd_context * mctx);
 
 // Sets ggml's reference mode on the context's CPU backend (part of batch invariance, docs/architecture.md "GGML

@@ -1,7 +1,9 @@
 // Pocket TTS (kyutai) generation: the text, cut into chunks of at most 50 tokens at sentence ends, is read after
 // the voice's rows; each frame the generator turns the backbone's hidden state into a latent (flow matching from
 // noise) and the backbone input of the next frame, and its end-of-speech head ends the chunk a few frames later.
-// Every chunk restarts from the voice. Latents go to the mimi decoder 8 frames at a time.
+// Every chunk restarts from the voice. Latents go to the mimi decoder 8 frames at a time. The flow net and the
+// decoder run as voxd's own graphs, one for all sequences of a step (voxd-tts-pocket-graphs.h), or through libmtmd
+// one request at a time when the model was loaded to compare the two.
 #include "voxd-tts-ggml-gen.h"
 #include "voxd-async.h"
 
@@ -123,7 +125,10 @@ std::vector<std::vector<llama_token>> chunk_tokens(const std::vector<llama_token
 
 class pocket_generator : public voxd_tts_generator {
 public:
-    pocket_generator(llama_context * lctx, mtmd_context * mctx) : voxd_tts_generator(lctx, mctx, 1) {
+    pocket_generator(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options) : voxd_tts_generator(lctx, mctx, 1) {
+        if (!options.libmtmd) {
+            m_graphs = std::make_unique<voxd_pocket_graphs>(options.mmproj, m_n_embd, options.threads, true);
+        }
         m_audio_bos        = find_token(m_vocab, "<|audio_bos|>");
         m_bos_before_voice = find_token(m_vocab, "<|bos_before_voice|>"); // optional
         if (m_audio_bos == LLAMA_TOKEN_NULL) {
@@ -158,15 +163,49 @@ protected:
         start_chunk(seq, std::move(rows));
     }
 
+    void begin_frames(const std::vector<voxd_tts_sequence *> & seqs) override {
+        if (!m_graphs) {
+            return;
+        }
+        m_windows.clear(); // left by a step that threw: its sequences may be gone
+        m_frame_of.clear();
+        m_frames.assign(seqs.size(), {});
+        std::vector<voxd_pocket_frame *> frames;
+        for (size_t i = 0; i < seqs.size(); i++) {
+            m_frames[i].h_state     = seqs[i]->h_state.data();
+            m_frames[i].seed        = next_seed(*seqs[i]);
+            m_frames[i].temperature = noise_scale(*seqs[i]);
+            frames.push_back(&m_frames[i]);
+            m_frame_of[seqs[i]] = &m_frames[i];
+        }
+        voxd_tts_stage_timer timer(m_timings.generator_us);
+        m_graphs->generate(frames);
+        m_timings.generator_rows += frames.size();
+        m_timings.generator_calls++;
+    }
+
     void next_frame(voxd_tts_sequence & seq, voxd_embd_batch & batch) override {
-        mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
-        inp.type         = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
-        inp.embd         = seq.h_state.data();
-        // clip reads a temperature <= 0 as its default, so 0 becomes the smallest positive noise scale
-        const float t          = seq.request.temperature;
-        inp.temp               = t < 0.0f ? m_pack.temperature : std::max(t, std::numeric_limits<float>::min());
-        const mtmd_gen_out out = generate(seq, inp);
-        if (out.is_eos && seq.eos_frame < 0) {
+        bool eos;
+        const float *latent, *embd;
+        size_t n_latent;
+        if (m_graphs) {
+            const voxd_pocket_frame & f = *m_frame_of.at(&seq);
+            eos                         = f.eos;
+            latent                      = f.latent.data();
+            n_latent                    = f.latent.size();
+            embd                        = f.embd.data();
+        } else {
+            mtmd_gen_inp inp       = mtmd_gen_inp_default(m_mctx);
+            inp.type               = MTMD_GEN_PROCESS_TYPE_GEN_CODE;
+            inp.embd               = seq.h_state.data();
+            inp.temp               = noise_scale(seq);
+            const mtmd_gen_out out = generate(seq, inp);
+            eos                    = out.is_eos;
+            latent                 = out.feats;
+            n_latent               = out.n_feats;
+            embd                   = out.embd;
+        }
+        if (eos && seq.eos_frame < 0) {
             seq.eos_frame = seq.chunk_frames;
         }
         // the stopping step's frame is dropped, as in the reference
@@ -174,10 +213,43 @@ protected:
             finish_chunk(seq);
             return;
         }
-        seq.latents.insert(seq.latents.end(), out.feats, out.feats + out.n_feats);
+        seq.latents.insert(seq.latents.end(), latent, latent + n_latent);
         seq.chunk_frames++;
-        if (count_frame(seq, seq.latents.size() >= (size_t) k_decoder_window * out.n_feats)) {
-            batch.add(out.embd, seq.pos++, seq.seq_id, true);
+        if (count_frame(seq, seq.latents.size() >= (size_t) k_decoder_window * n_latent)) {
+            batch.add(embd, seq.pos++, seq.seq_id, true);
+        }
+    }
+
+    // Queues the window for end_frames() (own graphs) or decodes it now (libmtmd).
+    void flush_decoder(voxd_tts_sequence & seq) override {
+        if (!m_graphs) {
+            voxd_tts_generator::flush_decoder(seq);
+        } else if (!seq.latents.empty()) {
+            m_windows.push_back({ &seq, std::move(seq.latents), false });
+            seq.latents.clear();
+        }
+    }
+
+    void end_frames() override {
+        m_frame_of.clear();
+        const std::vector<pending_window> pending = std::move(m_windows);
+        m_windows.clear();
+        if (pending.empty()) {
+            return;
+        }
+        std::vector<voxd_pocket_window> windows;
+        for (const pending_window & p : pending) {
+            windows.push_back({ &p.latents, &p.seq->mimi, &p.seq->audio });
+        }
+        {
+            voxd_tts_stage_timer timer(m_timings.decoder_us);
+            m_timings.decoder_calls += (uint64_t) m_graphs->decode(windows);
+            m_timings.decoder_windows += windows.size();
+        }
+        for (const pending_window & p : pending) {
+            if (p.restart) {
+                p.seq->mimi = {};
+            }
         }
     }
 
@@ -206,10 +278,22 @@ private:
         seq.eos_frame      = -1;
     }
 
+    // The flow's noise scale: clip reads a temperature <= 0 as its default, so 0 becomes the smallest positive one.
+    float noise_scale(const voxd_tts_sequence & seq) const {
+        const float t = seq.request.temperature;
+        return t < 0.0f ? m_pack.temperature : std::max(t, std::numeric_limits<float>::min());
+    }
+
     // Ends the current chunk: decodes what is left of it, then starts the next one from the voice, or finishes.
     void finish_chunk(voxd_tts_sequence & seq) {
         flush_decoder(seq);
-        seq.decoder_state.clear(); // each chunk's audio starts the decoder afresh, as in the reference
+        // each chunk's audio starts the decoder afresh, as in the reference (after its queued window)
+        seq.decoder_state.clear();
+        if (!m_windows.empty() && m_windows.back().seq == &seq) {
+            m_windows.back().restart = true;
+        } else {
+            seq.mimi = {};
+        }
         if (seq.chunk_idx + 1 >= seq.chunks.size()) {
             seq.finished = true;
             return;
@@ -225,10 +309,21 @@ private:
     std::vector<llama_token> m_sentence_ends; // tokens after which a chunk may end
     std::vector<llama_token> m_clause_ends;   // the same inside an over-long sentence
     pack_settings m_pack;
+
+    // A decoder window queued by this step; `restart`: the sequence's next window starts a new chunk.
+    struct pending_window {
+        voxd_tts_sequence * seq; // borrowed: stepped by this step's caller
+        std::vector<float> latents;
+        bool restart;
+    };
+    std::unique_ptr<voxd_pocket_graphs> m_graphs; // null: libmtmd's calls
+    std::vector<voxd_pocket_frame> m_frames;      // this step's frames, by begin_frames()
+    std::unordered_map<const voxd_tts_sequence *, voxd_pocket_frame *> m_frame_of;
+    std::vector<pending_window> m_windows;
 };
 
 } // namespace
 
-std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx) {
-    return std::make_unique<pocket_generator>(lctx, mctx);
+std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options) {
+    return std::make_unique<pocket_generator>(lctx, mctx, options);
 }

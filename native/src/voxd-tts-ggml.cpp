@@ -97,7 +97,8 @@ struct load_options {
     std::string model;
     std::string mmproj;
     int threads   = 0;
-    int sequences = 1; // requests the context holds at once
+    int sequences = 1;     // requests the context holds at once
+    bool libmtmd  = false; // Pocket TTS: libmtmd's one-request generator and decoder (voxd_tts_generator_options)
 };
 
 std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
@@ -173,7 +174,7 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     data->sample_rate = info.sample_rate;
     data->variant     = info.model_variant ? info.model_variant : "";
 
-    data->gen = voxd_tts_generator::create(data->lctx.get(), data->mctx.get());
+    data->gen = voxd_tts_generator::create(data->lctx.get(), data->mctx.get(), { opt.mmproj, threads, opt.libmtmd });
     for (int i = opt.sequences - 1; i >= 0; i--) {
         data->free_seq_ids.push_back(i);
     }
@@ -424,6 +425,12 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
                                      "TtsGgmlModel.load(options): options.sequences must be from 1 to " + std::to_string(k_max_sequences));
         }
     }
+    Napi::Value generator = o.Get("generator");
+    if (generator.IsString() && generator.As<Napi::String>().Utf8Value() == "libmtmd") {
+        opt.libmtmd = true;
+    } else if (!generator.IsUndefined() && !(generator.IsString() && generator.As<Napi::String>().Utf8Value() == "batched")) {
+        throw voxd_make_js_error(env, "invalid_argument", "TtsGgmlModel.load(options): options.generator must be 'batched' or 'libmtmd'");
+    }
     using loaded_t = std::shared_ptr<voxd_tts_ggml_data>;
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.tts_ggml.load", [opt]() { return load_model(opt); },
@@ -470,7 +477,11 @@ Napi::Value voxd_tts_ggml_model::timings(const Napi::CallbackInfo & info) {
     out.Set("promptMs", ms(t.prompt_us));
     out.Set("encoderMs", ms(t.encoder_us));
     out.Set("generatorMs", ms(t.generator_us));
+    out.Set("generatorRows", (double) t.generator_rows.load());
+    out.Set("generatorCalls", (double) t.generator_calls.load());
     out.Set("decoderMs", ms(t.decoder_us));
+    out.Set("decoderWindows", (double) t.decoder_windows.load());
+    out.Set("decoderCalls", (double) t.decoder_calls.load());
     return out;
 }
 

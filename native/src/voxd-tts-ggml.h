@@ -63,7 +63,7 @@ struct voxd_tts_ggml_request {
     voxd_tts_sequence seq;
 };
 
-// JS: `TtsGgmlModel.load({ model, mmproj, threads?, sequences? }) -> Promise<TtsGgmlModel>`; `model.info()` ->
+// JS: `TtsGgmlModel.load({ model, mmproj, threads?, sequences?, generator? }) -> Promise<TtsGgmlModel>`; `model.info()` ->
 // `{ arch, sampleRate, variant, sequences }`; `model.synthesize(request, onAudio?, abort?) -> Promise<Float32Array>`;
 // `model.createBatch() -> TtsGgmlBatch`; `model.timings()` -> where generation time went; `model.release()`. A request is `{ text, reference?, language?, seed?, temperature?,
 // maxFrames? }`.

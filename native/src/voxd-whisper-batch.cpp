@@ -2,6 +2,7 @@
 
 #include "voxd-async.h"
 #include "voxd-executor.h"
+#include "voxd-ggml-graph.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -33,15 +34,6 @@ static constexpr float VOXD_WHISPER_LOGPROB_THOLD   = -1.0f;
 static constexpr float VOXD_WHISPER_ENTROPY_THOLD   = 2.4f; // whisper.cpp's repetition check
 static constexpr float VOXD_WHISPER_NO_SPEECH_THOLD = 0.6f;
 
-// Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
-// Whisper"): on x86 ggml gives 2 or more rows to llamafile's tinyBLAS and a lone row to vec_dot, elsewhere tinyBLAS
-// starts at 4 or 8 rows; so a graph never has fewer rows than this, padded with rows whose results are dropped.
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-static constexpr int VOXD_WHISPER_MIN_ROWS = 2;
-#else
-static constexpr int VOXD_WHISPER_MIN_ROWS = 8;
-#endif
-
 // ---- model ----
 
 struct voxd_whisper_layer {
@@ -71,47 +63,14 @@ struct voxd_whisper_batch_model {
     ggml_tensor *dec_pos, *tok_emb, *dec_ln_w, *dec_ln_b;
     std::vector<voxd_whisper_layer> enc, dec;
 
-    ggml_backend_t backend    = nullptr; // owned
-    ggml_context * ctx        = nullptr; // owned: the weights' metadata
-    ggml_backend_buffer_t buf = nullptr; // owned: the weights
-    bool is_cpu               = true;
-    int threads               = 1;
+    voxd_graph_weights w; // backend, weights
+    int threads = 1;
     // compute buffers, kept from step to step (they grow to the largest graph seen)
-    ggml_gallocr_t encoder_alloc = nullptr; // owned
-    ggml_gallocr_t decoder_alloc = nullptr; // owned
-
-    ~voxd_whisper_batch_model() {
-        if (encoder_alloc)
-            ggml_gallocr_free(encoder_alloc);
-        if (decoder_alloc)
-            ggml_gallocr_free(decoder_alloc);
-        if (buf)
-            ggml_backend_buffer_free(buf);
-        if (ctx)
-            ggml_free(ctx);
-        if (backend)
-            ggml_backend_free(backend);
-    }
+    ggml_gallocr_ptr encoder_alloc;
+    ggml_gallocr_ptr decoder_alloc;
 
     int32_t lang_token(int lang_id) const { return sot + 1 + lang_id; }
 };
-
-static ggml_backend_t voxd_whisper_backend(const voxd_whisper_batch_options & options, bool & is_cpu) {
-    if (options.use_gpu) {
-        int seen = 0;
-        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
-            ggml_backend_dev_t dev = ggml_backend_dev_get(i);
-            if (ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_GPU && seen++ == options.gpu_device) {
-                if (ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr)) {
-                    is_cpu = false;
-                    return backend;
-                }
-            }
-        }
-    }
-    is_cpu = true;
-    return ggml_backend_cpu_init();
-}
 
 // Reads a whisper.cpp file (checked beforehand by voxd_whisper_check_file) into backend memory.
 static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::string & path, const voxd_whisper_batch_options & options) {
@@ -173,9 +132,9 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
     // tensors: metadata first, then one backend buffer, then the data
     const int n_tensors = 11 + 15 * m->n_audio_layer + 24 * m->n_text_layer;
     ggml_init_params ip = { (size_t) n_tensors * ggml_tensor_overhead(), nullptr, true };
-    m->ctx              = ggml_init(ip);
-    m->backend          = voxd_whisper_backend(options, m->is_cpu);
-    if (!m->ctx || !m->backend) {
+    m->w.ctx.reset(ggml_init(ip));
+    m->w.backend.reset(voxd_graph_backend_init(options.use_gpu, options.gpu_device, m->w.is_cpu));
+    if (!m->w.ctx || !m->w.backend) {
         throw fail("cannot initialise ggml");
     }
     struct pending {
@@ -195,7 +154,7 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
         }
         std::string name((size_t) name_len, '\0');
         in.read(name.data(), name_len);
-        ggml_tensor * t = ggml_new_tensor(m->ctx, type, 4, ne);
+        ggml_tensor * t = ggml_new_tensor(m->w.ctx.get(), type, 4, ne);
         ggml_set_name(t, name.c_str());
         tensors[name] = { t, (std::streamoff) in.tellg() };
         in.seekg((std::streamoff) ggml_nbytes(t), std::ios::cur);
@@ -293,8 +252,8 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
         throw fail("the heads do not divide the width");
     }
 
-    m->buf = ggml_backend_alloc_ctx_tensors(m->ctx, m->backend);
-    if (!m->buf) {
+    m->w.buf.reset(ggml_backend_alloc_ctx_tensors(m->w.ctx.get(), m->w.backend.get()));
+    if (!m->w.buf) {
         throw fail("cannot allocate memory for the weights");
     }
     std::vector<char> data;
@@ -308,16 +267,16 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
         ggml_backend_tensor_set(p.t, data.data(), 0, data.size());
     }
 
-    m->encoder_alloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->backend));
-    m->decoder_alloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->backend));
+    m->encoder_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->w.backend.get())));
+    m->decoder_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->w.backend.get())));
     if (!m->encoder_alloc || !m->decoder_alloc) {
         throw fail("cannot initialise ggml's allocator");
     }
 
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     m->threads        = options.threads > 0 ? options.threads : (int) std::min(8u, hw);
-    if (m->is_cpu) {
-        ggml_backend_cpu_set_n_threads(m->backend, m->threads);
+    if (m->w.is_cpu) {
+        ggml_backend_cpu_set_n_threads(m->w.backend.get(), m->threads);
     }
     return m;
 }
@@ -463,7 +422,7 @@ struct voxd_whisper_caches {
             ck.push_back(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, m.n_state, m.n_audio_ctx));
             cv.push_back(ggml_new_tensor_2d(ctx, GGML_TYPE_F16, m.n_state, m.n_audio_ctx));
         }
-        buf = ggml_backend_alloc_ctx_tensors(ctx, m.backend);
+        buf = ggml_backend_alloc_ctx_tensors(ctx, m.w.backend.get());
         if (!buf) {
             ggml_free(ctx);
             throw voxd_error("transcription_failed", "cannot allocate the decoder caches (out of memory?)");
@@ -586,7 +545,7 @@ uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const cha
     uint64_t us = 0;
     {
         stage_timer timer{ us }; // adds the time when it goes out of scope, before the return reads it
-        if (ggml_backend_graph_compute(m.backend, gf) != GGML_STATUS_SUCCESS) {
+        if (ggml_backend_graph_compute(m.w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
             throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
         }
     }
@@ -636,7 +595,7 @@ void voxd_whisper_batcher::encode(const std::vector<voxd_whisper_sequence *> & s
         }
     }
 
-    if (!ggml_gallocr_alloc_graph(m.encoder_alloc, g.gf)) {
+    if (!ggml_gallocr_alloc_graph(m.encoder_alloc.get(), g.gf)) {
         throw voxd_error("transcription_failed", "cannot allocate the encoder's buffers (out of memory?)");
     }
     std::vector<float> input((size_t) (n_frames * m.n_mels));
@@ -668,12 +627,12 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
         last_rows.push_back((int32_t) tokens.size() - 1);
     }
     const int64_t n_real = (int64_t) tokens.size();
-    while ((int64_t) tokens.size() < VOXD_WHISPER_MIN_ROWS) { // padding rows (batch invariance): results dropped
+    while ((int64_t) tokens.size() < VOXD_MIN_PRODUCT_ROWS) { // padding rows (batch invariance): results dropped
         tokens.push_back(m.sot);
         positions.push_back(0);
     }
     const int64_t R = (int64_t) tokens.size();
-    while ((int64_t) last_rows.size() < VOXD_WHISPER_MIN_ROWS) {
+    while ((int64_t) last_rows.size() < VOXD_MIN_PRODUCT_ROWS) {
         last_rows.push_back(last_rows[0]);
     }
 
@@ -742,7 +701,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
     ggml_set_output(logits);
     ggml_build_forward_expand(g.gf, logits);
 
-    if (!ggml_gallocr_alloc_graph(m.decoder_alloc, g.gf)) {
+    if (!ggml_gallocr_alloc_graph(m.decoder_alloc.get(), g.gf)) {
         throw voxd_error("transcription_failed", "cannot allocate the decoder's buffers (out of memory?)");
     }
     ggml_backend_tensor_set(t_tokens, tokens.data(), 0, tokens.size() * sizeof(int32_t));
@@ -1027,7 +986,7 @@ voxd_whisper_batcher::voxd_whisper_batcher(const std::string & path, const voxd_
     // On a CPU the encoder is bound by arithmetic, so windows encoded together take as long as one after another, and
     // every window stacked into a pass holds the other jobs' decoding that much longer; a GPU gains from the batch.
     if (m_options.max_encode <= 0) {
-        m_options.max_encode = m_model->is_cpu ? 1 : 8;
+        m_options.max_encode = m_model->w.is_cpu ? 1 : 8;
     }
 }
 
@@ -1061,7 +1020,7 @@ std::vector<int32_t> voxd_whisper_batcher::hparams() const {
 }
 
 bool voxd_whisper_batcher::on_gpu() const {
-    return !m_model->is_cpu;
+    return !m_model->w.is_cpu;
 }
 
 voxd_whisper_batch_timings voxd_whisper_batcher::timings() const {

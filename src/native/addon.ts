@@ -362,6 +362,11 @@ export interface NativeTtsGgmlLoadOptions {
   threads?: number;
   /** Requests the context holds at once, serial syntheses and batch members together (1..64, default 1). */
   sequences?: number;
+  /**
+   * Pocket TTS's flow net and audio decoder: voxd's own graphs, one for every sequence of a step (`batched`, the
+   * default), or libmtmd's one-request calls (`libmtmd`, to compare the two). Qwen3-TTS always takes libmtmd's.
+   */
+  generator?: 'batched' | 'libmtmd';
 }
 export interface NativeTtsGgmlInfo {
   /** general.architecture of the backbone (`pockettts`, `qwen3tts`). */
@@ -401,10 +406,14 @@ export interface NativeTtsGgmlTimings {
   promptMs: number;
   /** Reference clips through the voice encoder. */
   encoderMs: number;
-  /** The generator's per-frame calls (Pocket's flow net, Qwen3's code predictor). */
+  /** The generator's per-frame work (Pocket's flow net, Qwen3's code predictor), the frames it made and its calls. */
   generatorMs: number;
-  /** The audio decoder (mimi, code2wav). */
+  generatorRows: number;
+  generatorCalls: number;
+  /** The audio decoder (mimi, code2wav), the windows it decoded and its calls. */
   decoderMs: number;
+  decoderWindows: number;
+  decoderCalls: number;
 }
 /** What a batch step hands back for a request that ended: all of its audio, or its own error. */
 export type NativeTtsGgmlFinished = { slot: number; samples: Float32Array } | { slot: number; error: Error & { code: string } };

@@ -157,6 +157,11 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         }
         assert.ok(after.frames - before.frames >= alone.reduce((sum, a) => sum + a.length / FRAME, 0), 'every frame counted');
         assert.ok(after.decoderMs > before.decoderMs && after.generatorMs > before.generatorMs);
+        // the flow net and the audio decoder run one graph for the whole step, on every architecture
+        const flows = after.generatorCalls - before.generatorCalls;
+        assert.ok(after.generatorRows - before.generatorRows > flows, `flow graphs of several frames: ${flows} graphs`);
+        const windows = after.decoderWindows - before.decoderWindows;
+        assert.ok(windows > after.decoderCalls - before.decoderCalls, `decoder graphs of several windows: ${windows} windows`);
         slots.forEach((slot, i) => assert.deepEqual(results.get(slot), alone[i], `request ${i}: batch = alone, sample for sample`));
         assert.equal(alone[3]?.length, 13 * FRAME);
         assert.ok(steps > (alone[1]?.length ?? 0) / FRAME, `${steps} steps: one frame per step`);
@@ -167,6 +172,38 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         assert.deepEqual(await model.synthesize({ ...greedy, seed: 9 }), alone[2]);
       } finally {
         model.release();
+      }
+    });
+
+    it("computes what libmtmd's one-request generator and decoder compute, within rounding", async () => {
+      // voxd's own flow net and mimi graphs against libmtmd's calls on the same frames and noise (the same seeds):
+      // they differ only in rounding (activations meet the weights in f16 in other orders). At the default noise
+      // scale that stays below 1e-2 over whole requests; with almost no noise the random model's feedback through
+      // the backbone amplifies it, so greedy requests are not compared.
+      const load = (generator: 'batched' | 'libmtmd') => loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2, generator });
+      const [own, reference] = await Promise.all([load('batched'), load('libmtmd')]);
+      try {
+        const jfk = (await decodeAudio(await fsp.readFile(JFK_WAV), { sampleRate: RATE })).samples;
+        const requests: NativeTtsGgmlRequest[] = [
+          { text: 'Hello world, this is a test.', seed: 1, maxFrames: 20 },
+          // two chunks: the decoder restarts between them
+          { text: 'The quick brown fox jumps over the lazy dog. Then it runs far away, into the woods, and it is gone.', seed: 2, reference: jfk },
+        ];
+        for (const request of requests) {
+          const ours = await own.synthesize(request);
+          const theirs = await reference.synthesize(request);
+          assert.equal(ours.length, theirs.length, 'the same frames, end of speech included');
+          let worst = 0;
+          for (let i = 0; i < ours.length; i++) worst = Math.max(worst, Math.abs((ours[i] as number) - (theirs[i] as number)));
+          assert.ok(worst < 1e-2, `largest difference ${worst}`);
+          assert.notDeepEqual(ours, new Float32Array(ours.length), 'not silence');
+        }
+        const t = reference.timings();
+        assert.equal(t.generatorRows, t.generatorCalls, 'libmtmd: one frame per generator call');
+        assert.throws(() => load('other' as 'batched'), { code: 'invalid_argument' });
+      } finally {
+        own.release();
+        reference.release();
       }
     });
 
