@@ -23,6 +23,7 @@ import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/addon.js';
 import { pcm16, wavBytes } from '../test/helpers/wav.js';
+import { comparator } from './comparator.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -82,21 +83,8 @@ async function withServer(label: string, sttModel: string, run: (transcribe: Tra
   }
 }
 
-/** whisper.cpp's CLI from the addon's build tree, built on first use from the same libraries as the addon. */
-function whisperCli(): string {
-  const binary = path.join(root, 'build', 'whisper-cli');
-  if (!fs.existsSync(binary)) {
-    console.log("building whisper.cpp's CLI (cmake --build build --target whisper-cli) ...");
-    const build = spawnSync('cmake', ['--build', path.join(root, 'build'), '--target', 'whisper-cli', '--parallel', String(os.availableParallelism())], {
-      stdio: 'inherit',
-    });
-    if (build.status !== 0) throw new Error('building whisper-cli failed; run `npm run build:native` first');
-  }
-  return binary;
-}
-
 async function benchAgainstWhisperCli(model: string, runs: number): Promise<void> {
-  const cli = whisperCli();
+  const cli = comparator('whisper-cli', "whisper.cpp's CLI");
   // the addon's choice for one job on an idle server (src/engines/whisper.ts): every core, at most 8
   const threads = Math.min(8, os.availableParallelism());
   // greedy with whisper.cpp's fallback schedule, timestamps on, English: what the server does for this request

@@ -4,16 +4,18 @@
  * of frames with a fixed seed, with and without a reference clip (jfk.wav through the speaker encoder),
  *  1. in-process through the engine: frames per second and real-time factor (median of 3 after a warm-up);
  *  2. the same over HTTP (POST /v1/audio/speech, pcm, the model directory as `model`), so the HTTP overhead shows;
- *  3. for reference, llama.cpp's own llama-tts on the same model and text, when a build exists at
- *     /tmp/llama-build/bin/llama-tts (not built here). Its wall time includes loading the model, so a 1-frame run
- *     is timed too and the difference gives the generation rate; its own `timings:` line is reported beside.
+ *  3. for reference, llama.cpp's own llama-tts on the same model and text, from the addon's build tree (built on
+ *     first use, `cmake --build build --target llama-tts`, from third_party/llama.cpp's tools/tts and the same llama,
+ *     mtmd and ggml libraries as the addon). Its wall time includes loading the model, so a 1-frame run is timed too
+ *     and the difference gives the generation rate; its own `timings:` line is reported beside.
  *  4. continuous batching: 8 concurrent requests (seeds 1..8, the same max_tokens) over HTTP, as streaming
  *     requests (the serial path: no batching, at most two at a time taking turns) and as plain requests (the
  *     continuous batch: one backbone decode per step for all), alternately, RUNS times each. Prints the median
  *     wall times, their throughput ratio, each request's completion against its fair share (8 x its time alone),
  *     and whether every request's audio is the same both ways;
- *  5. where a frame's time goes, serial and in a native batch of 8 (the model's own stage timings): what batching
- *     shares (the backbone decode) and what stays per request (generator, audio decoder).
+ *  5. where a frame's time goes, serial and in a native batch of 8 (the model's own stage timings): the backbone
+ *     decode, the generator (Pocket's flow net) and the audio decoder (mimi), with the rows or windows each of their
+ *     calls served.
  * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too.
  */
 import { spawnSync } from 'node:child_process';
@@ -28,10 +30,10 @@ import type { SynthesisRequest, TtsModel } from '../src/engines/types.js';
 import { loadNative, NativeLogLevel, type NativeTtsGgmlTimings } from '../src/native/addon.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
+import { comparator } from './comparator.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const JFK_WAV = path.join(root, '..', 'shared', 'audio', 'speech', 'jfk.wav');
-const LLAMA_TTS = '/tmp/llama-build/bin/llama-tts';
 const RATE = 24000;
 /** Samples per Pocket TTS frame (12.5 frames per second of audio). */
 const FRAME = 1920;
@@ -176,11 +178,11 @@ interface CliRun {
   rssKib: number | null;
 }
 
-function runLlamaTts(paths: ModelPaths, frames: number, speaker: boolean, out: string): CliRun {
+function runLlamaTts(cli: string, paths: ModelPaths, frames: number, speaker: boolean, out: string): CliRun {
   const args = ['-m', paths.model, '-mm', paths.mmproj, '-p', TEXT, '-n', String(frames), '-s', String(SEED), '-t', String(THREADS), '-o', out];
   if (speaker) args.push('--tts-speaker-file', JFK_WAV);
   const timeBin = fs.existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
-  const [cmd, argv] = timeBin ? [timeBin, ['-f', 'voxd-maxrss %M', LLAMA_TTS, ...args]] : [LLAMA_TTS, args];
+  const [cmd, argv] = timeBin ? [timeBin, ['-f', 'voxd-maxrss %M', cli, ...args]] : [cli, args];
   const start = performance.now();
   const result = spawnSync(cmd, argv, { encoding: 'utf8', maxBuffer: 64 << 20 });
   const wallMs = performance.now() - start;
@@ -198,10 +200,7 @@ function runLlamaTts(paths: ModelPaths, frames: number, speaker: boolean, out: s
 }
 
 function benchLlamaTts(paths: ModelPaths): void {
-  if (!fs.existsSync(LLAMA_TTS)) {
-    console.log(`llama.cpp llama-tts: skipped (no build at ${LLAMA_TTS})`);
-    return;
-  }
+  const cli = comparator('llama-tts', "llama.cpp's llama-tts");
   console.log(`llama.cpp llama-tts (${THREADS} threads; each run loads the model; median of ${RUNS}, no warm-up):`);
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-llama-tts-'));
   let rssKib = 0;
@@ -211,8 +210,8 @@ function benchLlamaTts(paths: ModelPaths): void {
       const full: CliRun[] = [];
       const one: CliRun[] = [];
       for (let i = 0; i < RUNS; i++) {
-        full.push(runLlamaTts(paths, FRAMES, speaker, out));
-        one.push(runLlamaTts(paths, 1, speaker, out));
+        full.push(runLlamaTts(cli, paths, FRAMES, speaker, out));
+        one.push(runLlamaTts(cli, paths, 1, speaker, out));
       }
       for (const run of [...full, ...one]) rssKib = Math.max(rssKib, run.rssKib ?? 0);
       const frames = (full[0] as CliRun).frames;
@@ -315,7 +314,7 @@ async function benchStages(paths: ModelPaths): Promise<void> {
       const perFrame = (ms: number): string => `${(ms / frames).toFixed(2)}`;
       const stages = delta('backboneMs') + delta('generatorMs') + delta('decoderMs') + delta('promptMs') + delta('encoderMs');
       console.log(
-        `  ${label.padEnd(22)} ${perFrame(wallMs)} ms per frame: backbone ${perFrame(delta('backboneMs'))} (${(delta('backboneMs') / delta('backboneCalls')).toFixed(1)} ms per decode of ${(delta('backboneRows') / delta('backboneCalls')).toFixed(1)} rows), generator ${perFrame(delta('generatorMs'))}, audio decoder ${perFrame(delta('decoderMs'))}, prompt ${perFrame(delta('promptMs'))}, the rest ${perFrame(wallMs - stages)}`,
+        `  ${label.padEnd(22)} ${perFrame(wallMs)} ms per frame: backbone ${perFrame(delta('backboneMs'))} (${(delta('backboneMs') / delta('backboneCalls')).toFixed(1)} ms per decode of ${(delta('backboneRows') / delta('backboneCalls')).toFixed(1)} rows), generator ${perFrame(delta('generatorMs'))} (${(delta('generatorRows') / delta('generatorCalls')).toFixed(1)} frames per call), audio decoder ${perFrame(delta('decoderMs'))} (${(delta('decoderWindows') / delta('decoderCalls')).toFixed(1)} windows per call), prompt ${perFrame(delta('promptMs'))}, the rest ${perFrame(wallMs - stages)}`,
       );
     };
     console.log(`where a frame's time goes (in-process, ${FRAMES} frames per request):`);
