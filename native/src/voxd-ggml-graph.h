@@ -6,6 +6,9 @@
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
 
+#include <algorithm>
+#include <thread>
+
 // Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
 // Whisper"): on x86 ggml gives 2 or more rows to llamafile's tinyBLAS and a lone row to vec_dot, elsewhere tinyBLAS
 // starts at 4 or 8 rows; so a graph never has fewer rows than this, padded with rows whose results are dropped.
@@ -14,6 +17,11 @@ constexpr int VOXD_MIN_PRODUCT_ROWS = 2;
 #else
 constexpr int VOXD_MIN_PRODUCT_ROWS = 8;
 #endif
+
+// CPU threads when a model's options leave it open: every core, up to 8.
+inline int voxd_default_threads() {
+    return (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // The `device`-th GPU when `use_gpu` and the addon was built with a GPU backend, else the CPU; `is_cpu` says which.
 // The caller owns the backend (ggml_backend_free).

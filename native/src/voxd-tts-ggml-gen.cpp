@@ -257,10 +257,11 @@ uint32_t voxd_tts_generator::next_seed(voxd_tts_sequence & seq) {
 }
 
 void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
-    const auto fail = [](voxd_tts_sequence & seq, const voxd_error & e) {
-        seq.error_code = e.code;
-        seq.error      = e.what();
-        seq.finished   = true;
+    const auto fail = [](voxd_tts_sequence & seq, const std::exception & e) {
+        const voxd_error * coded = dynamic_cast<const voxd_error *>(&e);
+        seq.error_code           = coded ? coded->code : "synthesis_failed";
+        seq.error                = e.what();
+        seq.finished             = true;
     };
     std::vector<voxd_tts_sequence *> active;
     for (voxd_tts_sequence * seq : seqs) {
@@ -275,7 +276,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
                 prepare(*seq);
             }
             active.push_back(seq);
-        } catch (const voxd_error & e) {
+        } catch (const std::exception & e) {
             fail(*seq, e);
         }
     }
@@ -289,7 +290,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
             if (batch.size() > rows) {
                 in_batch.push_back(seq);
             }
-        } catch (const voxd_error & e) {
+        } catch (const std::exception & e) {
             fail(*seq, e);
         }
     }
@@ -323,7 +324,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
             voxd_tts_sequence & seq = *in_batch[(size_t) rows[i]];
             try {
                 read_output(seq, (int) i);
-            } catch (const voxd_error & e) {
+            } catch (const std::exception & e) {
                 fail(seq, e);
             }
         }

@@ -164,11 +164,11 @@ protected:
     }
 
     void begin_frames(const std::vector<voxd_tts_sequence *> & seqs) override {
-        if (!m_graphs) {
-            return;
-        }
         m_windows.clear(); // left by a step that threw: its sequences may be gone
         m_frame_of.clear();
+        if (!m_graphs || seqs.empty()) {
+            return;
+        }
         m_frames.assign(seqs.size(), {});
         std::vector<voxd_pocket_frame *> frames;
         for (size_t i = 0; i < seqs.size(); i++) {
@@ -239,16 +239,22 @@ protected:
         }
         std::vector<voxd_pocket_window> windows;
         for (const pending_window & p : pending) {
-            windows.push_back({ &p.latents, &p.seq->mimi, &p.seq->audio });
+            windows.push_back({ &p.latents, &p.seq->mimi, &p.seq->audio, {} });
         }
         {
             voxd_tts_stage_timer timer(m_timings.decoder_us);
             m_timings.decoder_calls += (uint64_t) m_graphs->decode(windows);
             m_timings.decoder_windows += windows.size();
         }
-        for (const pending_window & p : pending) {
-            if (p.restart) {
-                p.seq->mimi = {};
+        for (size_t i = 0; i < pending.size(); i++) {
+            voxd_tts_sequence & seq = *pending[i].seq;
+            if (!windows[i].error.empty()) {
+                // its audio would have a hole: the request fails, even one that ended in this step
+                seq.error_code = "synthesis_failed";
+                seq.error      = "the audio decoder failed: " + windows[i].error;
+                seq.finished   = true;
+            } else if (pending[i].restart) {
+                seq.mimi = {};
             }
         }
     }
@@ -316,9 +322,9 @@ private:
         std::vector<float> latents;
         bool restart;
     };
-    std::unique_ptr<voxd_pocket_graphs> m_graphs; // null: libmtmd's calls
-    std::vector<voxd_pocket_frame> m_frames;      // this step's frames, by begin_frames()
-    std::unordered_map<const voxd_tts_sequence *, voxd_pocket_frame *> m_frame_of;
+    std::unique_ptr<voxd_pocket_graphs> m_graphs;                                  // null: libmtmd's calls
+    std::vector<voxd_pocket_frame> m_frames;                                       // this step's frames, by begin_frames()
+    std::unordered_map<const voxd_tts_sequence *, voxd_pocket_frame *> m_frame_of; // into m_frames, this step's
     std::vector<pending_window> m_windows;
 };
 

@@ -1,4 +1,5 @@
 #include "voxd-tts-ggml.h"
+#include "voxd-ggml-graph.h"
 #include "voxd-pcm-stream.h"
 
 #include "gguf.h"
@@ -119,7 +120,7 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
         throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " has architecture '" + mm_arch + "', not clip: it is not an mmproj");
     }
 
-    const int threads = opt.threads > 0 ? opt.threads : (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = opt.threads > 0 ? opt.threads : voxd_default_threads();
     auto data         = std::make_shared<voxd_tts_ggml_data>();
     data->arch        = arch;
 

@@ -28,6 +28,7 @@ constexpr float k_rope_theta      = 10000.0f;
 constexpr int k_decoder_strides[] = { 6, 5, 4 }; // SEANet decoder stages, first to last
 constexpr int k_upsample          = 16;          // frames to transformer positions
 constexpr float k_flow_norm_eps   = 1e-6f;
+constexpr int k_max_blocks        = 64; // flow blocks and decoder layers; the graphs below are sized for this many
 
 // A causal convolution as one weight product: `w` is [taps x in, out] with the input channels fastest, so row t of
 // the product's input is the `taps` columns ending at t of the channel-first input (a view, not a copy).
@@ -78,10 +79,9 @@ struct voxd_pocket_weights {
     // decoder state layout
     state_slot up_slot{}, in_slot{}, out_slot{};
     std::vector<state_slot> k_slots, v_slots, stage_up_slots, stage_res_slots;
-    size_t state_size   = 0;
-    int samples_per_pos = 1; // output samples per transformer position
+    size_t state_size = 0;
 
-    voxd_graph_weights g;       // backend, weights
+    voxd_graph_weights store;   // backend, weights
     ggml_gallocr_ptr gen_alloc; // kept from call to call (grows to the largest graph)
     ggml_gallocr_ptr dec_alloc;
 };
@@ -117,19 +117,17 @@ public:
         return { t->ne[0], t->ne[1], t->ne[2], t->ne[3] };
     }
 
-    int64_t i64(const char * key, int64_t fallback) const {
-        const int64_t id = gguf_find_key(m_gguf.get(), key);
-        return id < 0 ? fallback : (int64_t) gguf_get_val_u32(m_gguf.get(), id);
-    }
-    float f32(const char * key, float fallback) const {
-        const int64_t id = gguf_find_key(m_gguf.get(), key);
-        return id < 0 ? fallback : gguf_get_val_f32(m_gguf.get(), id);
-    }
+    uint32_t u32(const char * key) const { return gguf_get_val_u32(m_gguf.get(), key_of(key, GGUF_TYPE_UINT32)); }
+    float f32(const char * key) const { return gguf_get_val_f32(m_gguf.get(), key_of(key, GGUF_TYPE_FLOAT32)); }
 
     std::vector<float> floats(const std::string & name) {
         const ggml_tensor * t = ggml_get_tensor(m_meta.get(), name.c_str());
         if (!t) {
             throw fail("no tensor " + name + " (not a Pocket TTS generator?)");
+        }
+        const ggml_type_traits * traits = ggml_get_type_traits(t->type);
+        if (t->type != GGML_TYPE_F32 && !traits->to_float) {
+            throw fail("tensor " + name + " is of type " + ggml_type_name(t->type) + ", which ggml cannot read as floats");
         }
         const int64_t id = gguf_find_tensor(m_gguf.get(), name.c_str());
         std::vector<char> raw(ggml_nbytes(t));
@@ -139,21 +137,30 @@ public:
             throw fail("tensor " + name + " is truncated");
         }
         std::vector<float> out((size_t) ggml_nelements(t));
-        switch (t->type) {
-            case GGML_TYPE_F32: std::memcpy(out.data(), raw.data(), raw.size()); break;
-            case GGML_TYPE_F16: ggml_fp16_to_fp32_row((const ggml_fp16_t *) raw.data(), out.data(), (int64_t) out.size()); break;
-            case GGML_TYPE_BF16: ggml_bf16_to_fp32_row((const ggml_bf16_t *) raw.data(), out.data(), (int64_t) out.size()); break;
-            default: throw fail("tensor " + name + " is of type " + ggml_type_name(t->type) + "; the generator takes f32, f16 and bf16");
+        if (t->type == GGML_TYPE_F32) {
+            std::memcpy(out.data(), raw.data(), raw.size());
+        } else {
+            traits->to_float(raw.data(), out.data(), (int64_t) out.size());
         }
         for (float v : out) {
-            if (!std::isfinite(v)) {
-                throw fail("tensor " + name + " holds a value that is not finite");
+            // matrices are stored as f16 (weight_builder), whose largest finite value is 65504
+            if (!std::isfinite(v) || std::fabs(v) > 65504.0f) {
+                throw fail("tensor " + name + " holds a value that is not finite or too large for f16");
             }
         }
         return out;
     }
 
 private:
+    // The key's id; throws when it is missing or of another type (gguf's getters assert on the type).
+    int64_t key_of(const char * key, gguf_type type) const {
+        const int64_t id = gguf_find_key(m_gguf.get(), key);
+        if (id < 0 || gguf_get_kv_type(m_gguf.get(), id) != type) {
+            throw fail(std::string("no ") + key + " of type " + gguf_type_name(type));
+        }
+        return id;
+    }
+
     std::string m_path;
     std::ifstream m_in;
     gguf_context_ptr m_gguf;
@@ -163,7 +170,7 @@ private:
 // Tensors declared while loading and their values, set once the backend buffer exists.
 class weight_builder {
 public:
-    explicit weight_builder(ggml_context * ctx) : m_ctx(ctx) {}
+    explicit weight_builder(ggml_context * ctx) : m_ctx(ctx) {} // borrows ctx, which owns the tensors
 
     ggml_tensor * add(ggml_type type, const std::vector<int64_t> & ne, std::vector<float> values) {
         ggml_tensor * t = ggml_new_tensor(m_ctx, type, (int) ne.size(), ne.data());
@@ -328,30 +335,30 @@ std::unique_ptr<voxd_pocket_weights> load(const std::string & path, int n_embd, 
     w->n_latent = (int) r.shape("a.gen.input_linear.weight", 2)[0];
     w->n_flow   = (int) r.shape("a.gen.flow.input_proj.weight", 2)[1];
     w->n_mimi   = (int) r.shape("a.gen.wav.quant_out.weight", 2)[1];
-    w->n_head   = (int) r.i64("clip.gen.audio.attention.head_count", 0);
-    w->eps      = r.f32("clip.gen.audio.attention.layer_norm_epsilon", 1e-5f);
+    w->n_head   = (int) r.u32("clip.gen.audio.attention.head_count");
+    w->eps      = r.f32("clip.gen.audio.attention.layer_norm_epsilon");
     if (w->n_head <= 0 || w->n_mimi % w->n_head != 0 || (w->n_mimi / w->n_head) % 2 != 0) {
         throw r.fail("the decoder's head count does not divide its width into even heads");
     }
-    int n_blocks = 0, n_layers = 0;
+    // the decoder's layers as libmtmd counts them; the flow net's blocks as present (the file has no count)
+    const int n_layers = (int) r.u32("clip.gen.audio.block_count");
+    int n_blocks       = 0;
     while (r.has("a.gen.flow.blk." + std::to_string(n_blocks) + ".up.weight")) {
         n_blocks++;
     }
-    while (r.has("a.gen.wav.tfm.blk." + std::to_string(n_layers) + ".attn_q.weight")) {
-        n_layers++;
-    }
-    if (n_blocks == 0 || n_layers == 0) {
-        throw r.fail("no flow blocks or decoder transformer layers (not a Pocket TTS generator?)");
+    const int64_t n_up_taps = r.shape("a.gen.wav.upsample.weight", 3)[0] / k_upsample;
+    if (n_blocks == 0 || n_blocks > k_max_blocks || n_layers <= 0 || n_layers > k_max_blocks || n_up_taps <= 0 || n_up_taps > 8) {
+        throw r.fail("flow blocks, decoder layers or upsampling taps out of range (not a Pocket TTS generator?)");
     }
 
-    const size_t n_tensors = 64 + (size_t) n_blocks * 8 + (size_t) n_layers * 12;
+    const size_t n_tensors = 64 + (size_t) n_blocks * 8 + (size_t) n_layers * 12 + (size_t) n_up_taps;
     ggml_init_params ip    = { n_tensors * ggml_tensor_overhead(), nullptr, true };
-    w->g.ctx.reset(ggml_init(ip));
-    w->g.backend.reset(voxd_graph_backend_init(use_gpu, 0, w->g.is_cpu));
-    if (!w->g.ctx || !w->g.backend) {
+    w->store.ctx.reset(ggml_init(ip));
+    w->store.backend.reset(voxd_graph_backend_init(use_gpu, 0, w->store.is_cpu));
+    if (!w->store.ctx || !w->store.backend) {
         throw r.fail("cannot initialise ggml");
     }
-    weight_builder b(w->g.ctx.get());
+    weight_builder b(w->store.ctx.get());
     const int64_t e = n_embd, h = w->n_flow, z = w->n_latent, m = w->n_mimi;
 
     // flow net
@@ -385,7 +392,7 @@ std::unique_ptr<voxd_pocket_weights> load(const std::string & path, int n_embd, 
     w->quant_out = matrix(r, b, "a.gen.wav.quant_out.weight", z, m);
     {
         const std::vector<int64_t> ne = r.shape("a.gen.wav.upsample.weight", 3);
-        if (ne[1] != 1 || ne[2] != m || ne[0] % k_upsample != 0) {
+        if (ne[1] != 1 || ne[2] != m || ne[0] != n_up_taps * k_upsample) {
             throw r.fail("a.gen.wav.upsample.weight is not a depthwise transposed convolution of stride " + std::to_string(k_upsample));
         }
         const std::vector<float> src = r.floats("a.gen.wav.upsample.weight");
@@ -437,33 +444,32 @@ std::unique_ptr<voxd_pocket_weights> load(const std::string & path, int n_embd, 
         w->stage_res_slots.emplace_back();
         add_slot(*w, w->stage_up_slots.back(), dim, s.up.taps - 1);
         add_slot(*w, w->stage_res_slots.back(), dim / 2, s.res1.taps - 1);
-        w->samples_per_pos *= s.up.stride;
         dim /= 2;
     }
     add_slot(*w, w->out_slot, dim, w->conv_out.taps - 1);
 
-    w->g.buf.reset(ggml_backend_alloc_ctx_tensors(w->g.ctx.get(), w->g.backend.get()));
-    if (!w->g.buf) {
+    w->store.buf.reset(ggml_backend_alloc_ctx_tensors(w->store.ctx.get(), w->store.backend.get()));
+    if (!w->store.buf) {
         throw r.fail("cannot allocate the generator's weights (out of memory?)");
     }
     b.upload();
-    w->gen_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(w->g.backend.get())));
-    w->dec_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(w->g.backend.get())));
+    w->gen_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(w->store.backend.get())));
+    w->dec_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(w->store.backend.get())));
     if (!w->gen_alloc || !w->dec_alloc) {
         throw r.fail("cannot initialise ggml's allocator");
     }
-    if (w->g.is_cpu) {
-        ggml_backend_cpu_set_n_threads(w->g.backend.get(), threads > 0 ? threads : (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+    if (w->store.is_cpu) {
+        ggml_backend_cpu_set_n_threads(w->store.backend.get(), threads > 0 ? threads : (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
         // flash attention row by row over each sequence's own window, never tiled across rows (batch invariance)
-        ggml_backend_cpu_set_use_ref(w->g.backend.get(), true);
+        ggml_backend_cpu_set_use_ref(w->store.backend.get(), true);
     }
     return w;
 }
 
-// A graph under construction: its context, and the inputs to set once it is allocated.
+// A graph under construction and its context; compute() allocates it, sets its inputs and runs it.
 struct graph_builder {
     ggml_context_ptr ctx;
-    ggml_cgraph * gf = nullptr;
+    ggml_cgraph * gf = nullptr; // owned by ctx
 
     explicit graph_builder(size_t n_nodes) {
         ggml_init_params ip = { n_nodes * ggml_tensor_overhead() + ggml_graph_overhead_custom(n_nodes, false), nullptr, true };
@@ -488,8 +494,8 @@ struct graph_builder {
 
     void compute(const voxd_pocket_weights & w, const ggml_gallocr_ptr & alloc, const std::vector<std::pair<ggml_tensor *, const void *>> & inputs) {
         // a GPU backend aborts the process on an op it lacks; these graphs have not been run on every GPU backend
-        for (int i = 0; !w.g.is_cpu && i < ggml_graph_n_nodes(gf); i++) {
-            if (!ggml_backend_supports_op(w.g.backend.get(), ggml_graph_node(gf, i))) {
+        for (int i = 0; !w.store.is_cpu && i < ggml_graph_n_nodes(gf); i++) {
+            if (!ggml_backend_supports_op(w.store.backend.get(), ggml_graph_node(gf, i))) {
                 throw voxd_error("synthesis_failed", std::string("the GPU backend cannot run the generator's ") + ggml_op_desc(ggml_graph_node(gf, i)));
             }
         }
@@ -499,7 +505,7 @@ struct graph_builder {
         for (const auto & [t, data] : inputs) {
             ggml_backend_tensor_set(t, data, 0, ggml_nbytes(t));
         }
-        if (ggml_backend_graph_compute(w.g.backend.get(), gf) != GGML_STATUS_SUCCESS) {
+        if (ggml_backend_graph_compute(w.store.backend.get(), gf) != GGML_STATUS_SUCCESS) {
             throw voxd_error("synthesis_failed", "the generator's graph failed");
         }
     }
@@ -514,25 +520,29 @@ template <typename I, typename F> I to_int(F f) {
 #if defined(__GNUC__)
     if constexpr (!std::is_same_v<I, int32_t>) {
         return __builtin_convertvector(f, I);
-    }
+    } else
 #endif
-    return (I) f;
+    {
+        return (I) f;
+    }
 }
 
 // ELU on the CPU: ggml's calls libm's expm1f per value, which took a fifth of the decoder's time. e^x - 1 for x <= 0
 // by range reduction (x = k ln 2 + r, |r| <= ln 2 / 2), a degree-6 polynomial for e^r and 2^k from exponent bits,
-// within about 1e-7 of expm1f, 4 values at a time where the compiler has vector types (GCC, Clang). Rows are split
-// between threads whole and a value's place in its row fixes its path, so it is computed the same whatever the
-// tensor's other rows (batch invariance).
+// within about 1e-7 of expm1f, 4 values at a time where the compiler has vector types (GCC, Clang). The exponential
+// is taken of x clamped to [-87, 0], so every lane's arithmetic is defined; positive values and NaN pass through.
+// Rows are split between threads whole and a value's place in its row fixes its path, so it is computed the same
+// whatever the tensor's other rows (batch invariance).
 template <typename F, typename I> F elu_values(F x, F zero, F one) {
-    const F v    = x > -87.0f ? x : zero - 87.0f;
+    F v          = x > -87.0f ? x : zero - 87.0f;
+    v            = v < zero ? v : zero;
     const F k    = (v * 1.44269504f + 12582912.0f) - 12582912.0f; // round to nearest (the 1.5 x 2^23 trick)
     const F r    = (v - k * 0.693145751953125f) - k * 1.428606765330187e-6f;
     const F p    = one + r * (one + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
     const I bits = (I) ((to_int<I>(k) + 127) << 23);
     F scale;
     std::memcpy(&scale, &bits, sizeof(scale));
-    return x > zero ? x : p * scale - one;
+    return (x > zero) | (x != x) ? x : p * scale - one;
 }
 
 void elu_rows(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void * /*userdata*/) {
@@ -555,7 +565,7 @@ void elu_rows(ggml_tensor * dst, const ggml_tensor * a, int ith, int nth, void *
     }
 }
 
-// x * (1 + scale) + shift
+// x * (1 + scale) + shift; `scale` is a strided view, which ggml's CPU scale op does not take (hence the copy)
 ggml_tensor * modulate(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale) {
     return ggml_add(ctx, ggml_mul(ctx, x, ggml_scale_bias(ctx, ggml_cont(ctx, scale), 1.0f, 1.0f)), shift);
 }
@@ -575,12 +585,18 @@ ggml_tensor * norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_te
 struct decoder_graph {
     const voxd_pocket_weights & w;
     graph_builder & g;
-    ggml_tensor * state_in; // [state_size, sequences]
+    ggml_tensor * state_in; // [state_size, sequences], owned by g's context
+    // each slot's next value, a view in g's context; the slots are w's
     std::vector<std::pair<const state_slot *, ggml_tensor *>> state_out;
 
     ggml_context * ctx() const { return g.ctx.get(); }
 
-    ggml_tensor * elu(ggml_tensor * x) const { return w.g.is_cpu ? ggml_map_custom1(ctx(), x, elu_rows, GGML_N_TASKS_MAX, nullptr) : ggml_elu(ctx(), x); }
+    ggml_tensor * elu(ggml_tensor * x) const {
+        if (!w.store.is_cpu) {
+            return ggml_elu(ctx(), x);
+        }
+        return ggml_map_custom1(ctx(), ggml_is_contiguous(x) ? x : ggml_cont(ctx(), x), elu_rows, GGML_N_TASKS_MAX, nullptr); // elu_rows reads packed rows
+    }
 
     // The slot's columns of every sequence: [channels, cols, sequences].
     ggml_tensor * slot_in(const state_slot & s) const {
@@ -609,7 +625,7 @@ struct decoder_graph {
             // rows were packed, so it is made one column wide and then widened: its last row ends where xp ends.
             ggml_tensor * cols = ggml_view_3d(ctx(), xp, in, t, n, xp->nb[1], xp->nb[2], 0);
             cols->ne[0]        = in * c.taps;
-            if (!w.g.is_cpu) {
+            if (!w.store.is_cpu) {
                 cols = ggml_cont(ctx(), cols); // GPU backends take no overlapping rows
             }
             y = ggml_mul_mat(ctx(), c.w, cols);
@@ -677,7 +693,27 @@ struct decoder_graph {
 
 } // namespace
 
-voxd_pocket_graphs::voxd_pocket_graphs(const std::string & mmproj, int n_embd, int threads, bool use_gpu) : m_w(load(mmproj, n_embd, threads, use_gpu)) {}
+voxd_pocket_graphs::voxd_pocket_graphs(const std::string & mmproj, int n_embd, int threads, bool use_gpu) : m_w(load(mmproj, n_embd, threads, use_gpu)) {
+    if (m_w->store.is_cpu) {
+        return;
+    }
+    // the graphs have not met every GPU backend: a frame and a window now, and the CPU if an op is missing there
+    try {
+        const std::vector<float> state((size_t) n_embd, 0.0f), latents((size_t) m_w->n_latent, 0.0f);
+        voxd_pocket_frame frame;
+        frame.h_state = state.data();
+        generate({ &frame });
+        voxd_pocket_decoder_state cold;
+        std::vector<float> audio;
+        std::vector<voxd_pocket_window> windows{ { &latents, &cold, &audio, {} } };
+        decode(windows);
+        if (!windows[0].error.empty()) {
+            throw voxd_error("synthesis_failed", windows[0].error);
+        }
+    } catch (const voxd_error &) {
+        m_w = load(mmproj, n_embd, threads, false);
+    }
+}
 
 voxd_pocket_graphs::~voxd_pocket_graphs() = default;
 
@@ -700,7 +736,7 @@ void voxd_pocket_graphs::generate(const std::vector<voxd_pocket_frame *> & frame
         }
     }
 
-    graph_builder g(1024);
+    graph_builder g(64 + 32 * (size_t) w.blocks.size());
     ggml_context * ctx = g.ctx.get();
     ggml_tensor * t_h  = g.input(GGML_TYPE_F32, { e, rows });
     ggml_tensor * t_z  = g.input(GGML_TYPE_F32, { z, rows });
@@ -741,21 +777,29 @@ void voxd_pocket_graphs::generate(const std::vector<voxd_pocket_frame *> & frame
     }
 }
 
-int voxd_pocket_graphs::decode(const std::vector<voxd_pocket_window> & windows) {
-    std::map<int, std::vector<voxd_pocket_window>> by_length;
-    for (const voxd_pocket_window & win : windows) {
-        const int n_frames = (int) (win.latents->size() / (size_t) m_w->n_latent);
-        if (n_frames > 0) {
-            by_length[n_frames].push_back(win);
+int voxd_pocket_graphs::decode(std::vector<voxd_pocket_window> & windows) {
+    std::map<size_t, std::vector<voxd_pocket_window *>> by_length;
+    for (voxd_pocket_window & win : windows) {
+        const size_t n_frames = win.latents->size() / (size_t) m_w->n_latent;
+        if (n_frames == 0 || win.latents->size() % (size_t) m_w->n_latent != 0) {
+            win.error = "the decoder got a window of " + std::to_string(win.latents->size()) + " values, not whole frames";
+        } else {
+            by_length[n_frames].push_back(&win);
         }
     }
     for (const auto & [n_frames, group] : by_length) {
-        decode_group(group, n_frames);
+        try {
+            decode_group(group, (int) n_frames);
+        } catch (const std::exception & e) {
+            for (voxd_pocket_window * win : group) {
+                win->error = e.what();
+            }
+        }
     }
     return (int) by_length.size();
 }
 
-void voxd_pocket_graphs::decode_group(const std::vector<voxd_pocket_window> & windows, int n_frames) {
+void voxd_pocket_graphs::decode_group(const std::vector<voxd_pocket_window *> & windows, int n_frames) {
     const voxd_pocket_weights & w = *m_w;
     const int64_t n = (int64_t) windows.size(), z = w.n_latent, len = (int64_t) n_frames * k_upsample, prefix = k_tfm_context - 1, n_kv = prefix + len;
 
@@ -766,7 +810,7 @@ void voxd_pocket_graphs::decode_group(const std::vector<voxd_pocket_window> & wi
     std::vector<ggml_fp16_t> mask((size_t) (n_kv * len * n));
     const ggml_fp16_t keep = ggml_fp32_to_fp16(0.0f), drop = ggml_fp32_to_fp16(-INFINITY);
     for (int64_t s = 0; s < n; s++) {
-        const voxd_pocket_window & win = windows[(size_t) s];
+        const voxd_pocket_window & win = *windows[(size_t) s];
         feats.insert(feats.end(), win.latents->begin(), win.latents->end());
         if (win.state->values.size() == w.state_size) {
             states.insert(states.end(), win.state->values.begin(), win.state->values.end());
@@ -785,7 +829,7 @@ void voxd_pocket_graphs::decode_group(const std::vector<voxd_pocket_window> & wi
         }
     }
 
-    graph_builder g(2048);
+    graph_builder g(256 + 64 * (size_t) w.layers.size() + 16 * w.upsample.size());
     ggml_context * ctx   = g.ctx.get();
     ggml_tensor * t_feat = g.input(GGML_TYPE_F32, { z, (int64_t) n_frames, n });
     ggml_tensor * t_pos  = g.input(GGML_TYPE_I32, { len * n });
@@ -805,7 +849,7 @@ void voxd_pocket_graphs::decode_group(const std::vector<voxd_pocket_window> & wi
 
     const int64_t samples = pcm->ne[1];
     for (int64_t s = 0; s < n; s++) {
-        const voxd_pocket_window & win = windows[(size_t) s];
+        const voxd_pocket_window & win = *windows[(size_t) s];
         const size_t first             = win.audio->size();
         win.audio->resize(first + (size_t) samples);
         ggml_backend_tensor_get(pcm, win.audio->data() + first, (size_t) s * pcm->nb[2], (size_t) samples * sizeof(float));

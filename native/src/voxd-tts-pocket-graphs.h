@@ -38,6 +38,7 @@ struct voxd_pocket_window {
     const std::vector<float> * latents = nullptr; // n_frames x n_latent, borrowed
     voxd_pocket_decoder_state * state  = nullptr; // read and replaced, borrowed
     std::vector<float> * audio         = nullptr; // samples appended, borrowed
+    std::string error;                            // out: why it was not decoded ("" when it was)
 };
 
 struct voxd_pocket_weights; // tensors, backend, allocators
@@ -45,7 +46,8 @@ struct voxd_pocket_weights; // tensors, backend, allocators
 class voxd_pocket_graphs {
 public:
     // Reads the generator's and decoder's tensors from the mmproj (throws voxd_error "model_load_failed" when one
-    // is missing or of a shape the graphs cannot take). `n_embd`: the backbone's width.
+    // is missing or of a shape the graphs cannot take). `n_embd`: the backbone's width. With `use_gpu`, the first
+    // GPU when the addon has one and it runs both graphs, else the CPU.
     voxd_pocket_graphs(const std::string & mmproj, int n_embd, int threads, bool use_gpu);
     ~voxd_pocket_graphs();
     voxd_pocket_graphs(const voxd_pocket_graphs &)             = delete;
@@ -53,12 +55,12 @@ public:
 
     // The flow net for every frame at once (throws voxd_error "synthesis_failed").
     void generate(const std::vector<voxd_pocket_frame *> & frames);
-    // Decodes every window at once, those of one length in one graph; returns how many graphs it ran (throws
-    // voxd_error "synthesis_failed").
-    int decode(const std::vector<voxd_pocket_window> & windows);
+    // Decodes every window at once, those of one length in one graph; returns how many graphs it ran. A graph that
+    // fails sets the `error` of its windows (their state is left as it was).
+    int decode(std::vector<voxd_pocket_window> & windows);
 
 private:
-    void decode_group(const std::vector<voxd_pocket_window> & windows, int n_frames);
+    void decode_group(const std::vector<voxd_pocket_window *> & windows, int n_frames);
 
     std::unique_ptr<voxd_pocket_weights> m_w;
 };

@@ -273,8 +273,7 @@ static std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const s
         throw fail("cannot initialise ggml's allocator");
     }
 
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    m->threads        = options.threads > 0 ? options.threads : (int) std::min(8u, hw);
+    m->threads = options.threads > 0 ? options.threads : voxd_default_threads();
     if (m->w.is_cpu) {
         ggml_backend_cpu_set_n_threads(m->w.backend.get(), m->threads);
     }
