@@ -36,14 +36,13 @@
 //              backbone + 38M mmproj parameters). 159 MB + 77 MB in f16, written in about 10 s.
 // The vocabulary is synthetic (characters, common English words, letter pairs and triples), not kyutai's.
 //
-// Verified with llama.cpp's own tools/tts (llama-tts), built standalone from third_party/llama.cpp:
-//   cmake -S third_party/llama.cpp -B /tmp/llama-build -G Ninja -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_MTMD=ON \
-//     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-//     -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/llama-build --target llama-tts -j2
+// Verified with llama.cpp's own tools/tts (llama-tts; `cmake --build build --target llama-tts` builds it from
+// third_party/llama.cpp with the addon's libraries, as bench/tts-ggml does):
 //   node scripts/make-tts-test-model.mjs --size tiny --out /tmp/pocket-tiny
-//   /tmp/llama-build/bin/llama-tts -m /tmp/pocket-tiny/pocket-tts-tiny-random-f16.gguf \
+//   build/llama-tts -m /tmp/pocket-tiny/pocket-tts-tiny-random-f16.gguf \
 //     -mm /tmp/pocket-tiny/mmproj-pocket-tts-tiny-random-f16.gguf -p "Hello world, this is a test." \
 //     --tts-speaker-file ../shared/audio/speech/jfk.wav --seed 1 -o /tmp/pocket-tiny/out.wav
+// The figures below came from a standalone OpenMP build of the same sources.
 // On 2 CPU cores (AVX-512), the 11 s reference clip encoded through the speaker encoder, 24 kHz 16-bit mono out:
 //   tiny       80 frames (6.4 s) in 0.91 s, 88 frames/s; RMS 0.16, peak 0.78, nothing clipped, all finite
 //   realistic  71 frames (5.7 s) in 2.76 s, 26 frames/s (1.9x real time, 0.9 GB resident); RMS 0.15, peak 0.64
