@@ -162,6 +162,8 @@ public:
     void step(const std::vector<voxd_tts_sequence *> & seqs);
 
     const voxd_tts_timings & timings() const { return m_timings; }
+    // Weights the generator holds besides libllama's and libmtmd's (Pocket's own graphs read the mmproj's again).
+    virtual size_t own_weight_bytes() const { return 0; }
 
 protected:
     voxd_tts_generator(llama_context * lctx, mtmd_context * mctx, int n_pos_per_row);

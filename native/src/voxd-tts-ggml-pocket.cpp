@@ -139,6 +139,8 @@ public:
         m_pack          = settings_of(mtmd_gen_audio_get_info(mctx).model_variant);
     }
 
+    size_t own_weight_bytes() const override { return m_graphs ? m_graphs->weight_bytes() : 0; }
+
     void plan(voxd_tts_sequence & seq) const override {
         const std::string text             = normalise_text(seq.request.text, m_pack.pad_short_text);
         const std::vector<llama_token> ids = text.empty() ? std::vector<llama_token>() : voxd_tokenize(m_vocab, text, false);

@@ -438,7 +438,7 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
         [opt](Napi::Env env, loaded_t & data) -> Napi::Value {
             Napi::Object obj    = voxd_class(env, "TtsGgmlModel").New({});
             Unwrap(obj)->m_data = data;
-            Unwrap(obj)->m_memory.set(env, (int64_t) llama_model_size(data->model.get()) + voxd_file_bytes(opt.mmproj));
+            Unwrap(obj)->m_memory.set(env, (int64_t) (llama_model_size(data->model.get()) + data->gen->own_weight_bytes()) + voxd_file_bytes(opt.mmproj));
             // the executor's thread ends with the environment at the latest; aliasing: a weak reference to `data`
             voxd_track_executor(env, std::shared_ptr<voxd_executor>(data, &data->executor));
             return obj;

@@ -717,6 +717,10 @@ voxd_pocket_graphs::voxd_pocket_graphs(const std::string & mmproj, int n_embd, i
 
 voxd_pocket_graphs::~voxd_pocket_graphs() = default;
 
+size_t voxd_pocket_graphs::weight_bytes() const {
+    return ggml_backend_buffer_get_size(m_w->store.buf.get());
+}
+
 void voxd_pocket_graphs::generate(const std::vector<voxd_pocket_frame *> & frames) {
     if (frames.empty()) {
         return;

@@ -59,6 +59,8 @@ public:
     // fails sets the `error` of its windows (their state is left as it was).
     int decode(std::vector<voxd_pocket_window> & windows);
 
+    size_t weight_bytes() const; // on the backend
+
 private:
     void decode_group(const std::vector<voxd_pocket_window *> & windows, int n_frames);
 
