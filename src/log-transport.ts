@@ -12,6 +12,9 @@ import { createRequire } from 'node:module';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { prettyFactory, type PrettyOptions } from 'pino-pretty';
+import { PLAIN_CONSOLE_FORMAT } from './logger.js';
+
+export { PLAIN_CONSOLE_FORMAT };
 
 /** pino-roll's options: a SonicBoom stream on the current file, rotated by `frequency` and `size`. */
 export interface RollOptions {
@@ -111,9 +114,8 @@ function prettyConsole(options: PrettyOptions & { destination: number }): { dest
   };
 }
 
-/** The console options `renderPlainLine` renders as pino-pretty does; with any other (colours, say), pino-pretty renders. */
-export const PLAIN_CONSOLE_FORMAT = Object.freeze({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true });
-
+// `renderPlainLine` renders the lines of PLAIN_CONSOLE_FORMAT as pino-pretty does; with any other options (colours,
+// say), pino-pretty renders.
 function isPlainConsoleFormat(options: PrettyOptions): boolean {
   const { colorize, ...rest } = options;
   return !colorize && Object.keys(rest).length === 3 && Object.entries(PLAIN_CONSOLE_FORMAT).every(([key, value]) => rest[key as keyof typeof rest] === value);

@@ -9,6 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import type { LogTransportOptions } from './log-transport.js';
 
+/** The console's line format; log-transport.ts renders lines of it without pino-pretty (colours aside). */
+export const PLAIN_CONSOLE_FORMAT = Object.freeze({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true });
+
 export type { Logger };
 
 export interface LoggerOptions {
@@ -26,10 +29,7 @@ export function createLogger(options: LoggerOptions): Logger {
   const transportOptions: LogTransportOptions = {
     // voxd.1.log, voxd.2.log, ...: a new file every day or every 20 MB, the last 10 kept
     file: { file: path.join(logDir, LOG_FILE_BASENAME), extension: '.log', frequency: 'daily', size: '20m', mkdir: true, limit: { count: 10 } },
-    console:
-      options.console === false
-        ? null
-        : { destination: 2, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true },
+    console: options.console === false ? null : { destination: 2, colorize: process.stderr.isTTY, ...PLAIN_CONSOLE_FORMAT },
   };
   // one worker-thread transport writes both (log-transport.ts): the file as pino writes it, the console through pino-pretty
   const transport = pino.transport({ target: fileURLToPath(new URL('./log-transport.js', import.meta.url)), options: transportOptions });

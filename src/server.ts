@@ -109,12 +109,10 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     onResponse: ({ id, method, route, status, ms, bytes, cut }) => {
       metrics.observeHttp(route, method, status, ms / 1000);
       // the line is built only when it is written: below `info`, a request costs no logging at all
-      if (cut) {
-        const line = { reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes, cut: true };
-        logger.warn(line, `${method} ${route} ${status} cut after ${bytes} bytes`);
-      } else if (logger.isLevelEnabled('info')) {
-        logger.info({ reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes }, `${method} ${route} ${status}`);
-      }
+      if (!cut && !logger.isLevelEnabled('info')) return;
+      const line = { reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes };
+      if (cut) logger.warn({ ...line, cut: true }, `${method} ${route} ${status} cut after ${bytes} bytes`);
+      else logger.info(line, `${method} ${route} ${status}`);
     },
   });
   mountOperationRoutes(http, context);

@@ -7,7 +7,9 @@
 
 #include "voxd-async.h"
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -115,4 +117,18 @@ private:
     bool m_stopping = false;
     std::mutex m_join_mutex; // one join at a time
     std::thread m_thread;    // last: started once the members above exist
+};
+
+// Adds the time from its construction to its destruction to `total` (a uint64_t or an atomic one), in microseconds:
+// where an engine's steps spend their time.
+template <typename Total> class voxd_stage_timer {
+public:
+    explicit voxd_stage_timer(Total & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
+    ~voxd_stage_timer() { m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count(); }
+    voxd_stage_timer(const voxd_stage_timer &)             = delete;
+    voxd_stage_timer & operator=(const voxd_stage_timer &) = delete;
+
+private:
+    Total & m_total;
+    std::chrono::steady_clock::time_point m_start;
 };

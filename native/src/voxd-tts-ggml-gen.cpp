@@ -140,7 +140,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
     if (!mtmd_support_audio(m_mctx)) {
         throw voxd_error("invalid_argument", "this model's mmproj has no voice encoder, so it cannot clone a reference clip");
     }
-    voxd_tts_stage_timer timer(m_timings.encoder_us);
+    voxd_stage_timer timer(m_timings.encoder_us);
     std::unique_ptr<mtmd_bitmap, bitmap_deleter> bitmap(mtmd_bitmap_init_from_audio(reference.size(), reference.data())); // owns the clip
     std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init());                                  // owns the tokenized prompt
     const char * marker = mtmd_default_marker();
@@ -164,7 +164,7 @@ std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & r
 }
 
 void voxd_tts_generator::decode_prompt(voxd_tts_sequence & seq, const std::vector<float> & rows) {
-    voxd_tts_stage_timer timer(m_timings.prompt_us);
+    voxd_stage_timer timer(m_timings.prompt_us);
     const int n_rows = (int) (rows.size() / (size_t) m_n_embd);
     for (int first = 0; first < n_rows; first += m_n_batch) {
         const int n = std::min(m_n_batch, n_rows - first);
@@ -184,7 +184,7 @@ void voxd_tts_generator::flush_decoder(voxd_tts_sequence & seq) {
     if (seq.latents.empty() && seq.codes.empty()) {
         return;
     }
-    voxd_tts_stage_timer timer(m_timings.decoder_us);
+    voxd_stage_timer timer(m_timings.decoder_us);
     m_timings.decoder_windows++;
     m_timings.decoder_calls++;
     mtmd_gen_inp inp = mtmd_gen_inp_default(m_mctx);
@@ -229,7 +229,7 @@ void voxd_tts_generator::reseed(uint32_t seed) {
 }
 
 mtmd_gen_out voxd_tts_generator::generate(voxd_tts_sequence & seq, mtmd_gen_inp & inp) {
-    voxd_tts_stage_timer timer(m_timings.generator_us);
+    voxd_stage_timer timer(m_timings.generator_us);
     m_timings.generator_rows++;
     m_timings.generator_calls++;
     inp.seed = next_seed(seq);
@@ -309,7 +309,7 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
         const llama_pos companion_pos = first.pos; // next_frame advanced it past the row
         int rc;
         {
-            voxd_tts_stage_timer timer(m_timings.backbone_us);
+            voxd_stage_timer timer(m_timings.backbone_us);
             rc = llama_decode(m_lctx, part.view());
         }
         if (companion) {

@@ -17,10 +17,10 @@
 
 #include "llama.h"
 #include "mtmd.h"
+#include "voxd-executor.h"
 #include "voxd-tts-pocket-graphs.h"
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,19 +125,6 @@ struct voxd_tts_generator_options {
     // Pocket TTS: libmtmd's one-request generator and decoder calls instead of voxd's batched graphs (to compare
     // the two; Qwen3-TTS always takes libmtmd's)
     bool libmtmd = false;
-};
-
-// Adds the time from its construction to its destruction to a total, in microseconds.
-class voxd_tts_stage_timer {
-public:
-    explicit voxd_tts_stage_timer(std::atomic<uint64_t> & total) : m_total(total), m_start(std::chrono::steady_clock::now()) {}
-    ~voxd_tts_stage_timer() { m_total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - m_start).count(); }
-    voxd_tts_stage_timer(const voxd_tts_stage_timer &)             = delete;
-    voxd_tts_stage_timer & operator=(const voxd_tts_stage_timer &) = delete;
-
-private:
-    std::atomic<uint64_t> & m_total;
-    std::chrono::steady_clock::time_point m_start;
 };
 
 // Drives one model's sequences. Borrows the contexts it is built with; every call but plan() runs on the model's

@@ -180,7 +180,7 @@ protected:
             frames.push_back(&m_frames[i]);
             m_frame_of[seqs[i]] = &m_frames[i];
         }
-        voxd_tts_stage_timer timer(m_timings.generator_us);
+        voxd_stage_timer timer(m_timings.generator_us);
         m_graphs->generate(frames);
         m_timings.generator_rows += frames.size();
         m_timings.generator_calls++;
@@ -244,7 +244,7 @@ protected:
             windows.push_back({ &p.latents, &p.seq->mimi, &p.seq->audio, {} });
         }
         {
-            voxd_tts_stage_timer timer(m_timings.decoder_us);
+            voxd_stage_timer timer(m_timings.decoder_us);
             m_timings.decoder_calls += (uint64_t) m_graphs->decode(windows);
             m_timings.decoder_windows += windows.size();
         }

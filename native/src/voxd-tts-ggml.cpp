@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <optional>
 #include <random>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -426,12 +425,12 @@ Napi::Value voxd_tts_ggml_model::load(const Napi::CallbackInfo & info) {
                                      "TtsGgmlModel.load(options): options.sequences must be from 1 to " + std::to_string(k_max_sequences));
         }
     }
-    Napi::Value generator = o.Get("generator");
-    if (generator.IsString() && generator.As<Napi::String>().Utf8Value() == "libmtmd") {
-        opt.libmtmd = true;
-    } else if (!generator.IsUndefined() && !(generator.IsString() && generator.As<Napi::String>().Utf8Value() == "batched")) {
+    Napi::Value generator   = o.Get("generator");
+    const std::string named = generator.IsString() ? generator.As<Napi::String>().Utf8Value() : "";
+    if (!generator.IsUndefined() && named != "batched" && named != "libmtmd") {
         throw voxd_make_js_error(env, "invalid_argument", "TtsGgmlModel.load(options): options.generator must be 'batched' or 'libmtmd'");
     }
+    opt.libmtmd    = named == "libmtmd";
     using loaded_t = std::shared_ptr<voxd_tts_ggml_data>;
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.tts_ggml.load", [opt]() { return load_model(opt); },

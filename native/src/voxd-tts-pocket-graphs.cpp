@@ -15,7 +15,6 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <thread>
 #include <type_traits>
 
 namespace {
@@ -459,7 +458,7 @@ std::unique_ptr<voxd_pocket_weights> load(const std::string & path, int n_embd, 
         throw r.fail("cannot initialise ggml's allocator");
     }
     if (w->store.is_cpu) {
-        ggml_backend_cpu_set_n_threads(w->store.backend.get(), threads > 0 ? threads : (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+        ggml_backend_cpu_set_n_threads(w->store.backend.get(), threads > 0 ? threads : voxd_default_threads());
         // flash attention row by row over each sequence's own window, never tiled across rows (batch invariance)
         ggml_backend_cpu_set_use_ref(w->store.backend.get(), true);
     }

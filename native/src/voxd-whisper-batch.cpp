@@ -11,7 +11,6 @@
 #include "whisper.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -19,7 +18,6 @@
 #include <numeric>
 #include <random>
 #include <regex>
-#include <thread>
 #include <unordered_map>
 
 // ---- constants of the Whisper format ----
@@ -533,17 +531,11 @@ ggml_tensor * concat_columns(ggml_context * ctx, const std::vector<ggml_tensor *
     return out;
 }
 
-struct stage_timer {
-    uint64_t & total;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    ~stage_timer() { total += (uint64_t) std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count(); }
-};
-
 // Runs a graph on the model's backend; returns how long it took, in microseconds.
 uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const char * what) {
     uint64_t us = 0;
     {
-        stage_timer timer{ us }; // adds the time when it goes out of scope, before the return reads it
+        voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
         if (ggml_backend_graph_compute(m.w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
             throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
         }
@@ -729,7 +721,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
     ggml_backend_tensor_get(logits, out.data(), 0, out.size() * sizeof(float));
     uint64_t sample_us = 0;
     {
-        stage_timer timer{ sample_us };
+        voxd_stage_timer timer(sample_us);
         for (int64_t i = 0; i < S; i++) {
             voxd_whisper_sequence & seq = *seqs[(size_t) i];
             seq.n_past += (int) seq.feed.size();

@@ -271,9 +271,7 @@ export abstract class LiveSocketSession implements DrainableSession {
   }
 
   /** More of the client's messages wait behind the one being handled: the session is behind. */
-  protected get moreWaiting(): boolean {
-    return this.backlog.waitingMessages > 0;
-  }
+  protected readonly moreWaiting = (): boolean => this.backlog.waitingMessages > 0;
 
   /** A turn has begun and not yet completed. */
   protected abstract get turnOpen(): boolean;

@@ -74,7 +74,7 @@ export class RealtimeSession extends LiveSocketSession {
       this.turnEvents(),
       this.abort.signal,
       'pass ?model=, set it with session.update, or start the server with --realtime-model',
-      () => this.moreWaiting,
+      this.moreWaiting,
     );
     this.emit(family === 'ga' ? 'session.created' : 'transcription_session.created', { session: this.snapshot() });
   }

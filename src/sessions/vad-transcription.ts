@@ -116,7 +116,7 @@ export class VadTranscriptionSession extends LiveSocketSession {
       },
       this.abort.signal,
       'name one in the configuration message, load one with POST /v1/models, or start the server with --stt-model',
-      () => this.moreWaiting,
+      this.moreWaiting,
     );
     this.phase = 'transcribing';
     // a model that cannot load is an API error: fatal, the session has nothing to do
