@@ -44,7 +44,10 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Checked before each try: once true, resolve null without the lock (the owner did the work it guards). */
   isDone?: () => boolean;
-  /** Called once, when the lock is first found held by an owner that looks alive (null: its file names none yet). */
+  /**
+   * Called once, when the lock is first found held by an owner that looks alive. A file that names no owner is most often
+   * one its owner is still writing: the call waits one poll for the name, then passes null if there is still none.
+   */
   onWait?: (owner: LockOwner | null) => void;
   timings?: Partial<FileLockTimings>;
 }
@@ -65,6 +68,7 @@ export async function acquireFileLock(lockPath: string, options: AcquireOptions 
   let pollMs = timings.pollMinMs;
   let watched: { snapshot: LockSnapshot; unchangedSince: number } | null = null;
   let announced = false;
+  let sawUnnamed = false;
   for (;;) {
     options.signal?.throwIfAborted();
     if (options.isDone?.()) return null;
@@ -77,10 +81,11 @@ export async function acquireFileLock(lockPath: string, options: AcquireOptions 
       await removeAbandonedLock(lockPath, current);
       continue;
     }
-    if (!announced) {
+    if (!announced && (current.owner !== null || sawUnnamed)) {
       announced = true;
       options.onWait?.(current.owner);
     }
+    sawUnnamed ||= current.owner === null;
     await sleep(pollMs, undefined, { signal: options.signal });
     pollMs = Math.min(pollMs * 2, timings.pollMaxMs);
   }

@@ -345,4 +345,27 @@ describe('file lock', () => {
     assert.equal(await waiting, null);
     await held.release();
   });
+
+  it('names the owner to waiters that first see its lock file still empty, and null for a file that never names one', async (t) => {
+    // Long polls: the owner's write lands between a waiter's first and second look, however busy the machine
+    const slowPolls = { ...timings, staleMs: 60_000, pollMinMs: 500, pollMaxMs: 500 };
+    const namedPath = await lockPathIn(t);
+    const unnamedPath = `${namedPath}.other`;
+    await fsp.writeFile(namedPath, ''); // what an owner's open('wx') leaves before it writes
+    await fsp.writeFile(unnamedPath, 'not a lock of ours');
+    const waitedFor: { named: (LockOwner | null)[]; unnamed: (LockOwner | null)[] } = { named: [], unnamed: [] };
+    const controller = new AbortController();
+    t.after(() => controller.abort());
+    const waiters = [
+      acquireFileLock(namedPath, { timings: slowPolls, signal: controller.signal, onWait: (owner) => waitedFor.named.push(owner) }),
+      acquireFileLock(unnamedPath, { timings: slowPolls, signal: controller.signal, onWait: (owner) => waitedFor.unnamed.push(owner) }),
+    ];
+    await sleep(100);
+    const content = lockFileContent({ pid: 1, hostname: 'another-pod' });
+    await fsp.writeFile(namedPath, content);
+    await waitFor(() => waitedFor.named.length + waitedFor.unnamed.length === 2, 'both waiters to announce', slowPolls.pollMinMs * 10);
+    assert.deepEqual(waitedFor, { named: [JSON.parse(content)], unnamed: [null] });
+    controller.abort();
+    for (const waiter of waiters) await assert.rejects(waiter);
+  });
 });
