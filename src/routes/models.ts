@@ -4,7 +4,6 @@ import { ApiError } from '../errors.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
 import { normaliseModelId } from '../services/model-id.js';
-import type { ModelInfo } from '../services/registry.js';
 import type { RouteContext } from './context.js';
 
 const loadBody = z.object({ model_name: z.string().min(1) });
@@ -18,39 +17,17 @@ async function modelName(req: HttpRequest, jsonLimitBytes: number): Promise<stri
   return name;
 }
 
-/** Whether two lists of models serialise to the same JSON: the same keys in the same order, the same values. */
-function sameModels(a: readonly ModelInfo[], b: readonly ModelInfo[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] as unknown as Record<string, unknown>;
-    const y = b[i] as unknown as Record<string, unknown>;
-    const keys = Object.keys(x);
-    const otherKeys = Object.keys(y);
-    if (keys.length !== otherKeys.length) return false;
-    for (let k = 0; k < keys.length; k++) {
-      const key = keys[k] as string;
-      if (key !== otherKeys[k]) return false;
-      const u = x[key];
-      const v = y[key];
-      if (u === v) continue;
-      // a separator's targets: arrays of names
-      if (!Array.isArray(u) || !Array.isArray(v) || u.length !== v.length || u.some((item, j) => item !== v[j])) return false;
-    }
-  }
-  return true;
-}
-
 export function mountModelRoutes(http: HttpServer, { registry, config }: RouteContext): void {
   const jsonLimitBytes = config.maxJsonKb * 1024;
   /** The last body of the plain list, kept while the loaded models stay the same (most lists repeat the last one). */
-  let listed: { models: ModelInfo[]; body: Buffer } | null = null;
+  let listed: { version: number; body: Buffer } | null = null;
 
   http.route('GET', '/v1/models', (req, reply) => {
     // most lists come without a query: then there is none to parse
     const available = req.rawQuery !== '' && ['true', '1'].includes((req.query.get('available') ?? '').toLowerCase());
-    const models = registry.list(available);
-    if (available) return reply.json({ object: 'list', data: models });
-    if (!listed || !sameModels(listed.models, models)) listed = { models, body: Buffer.from(JSON.stringify({ object: 'list', data: models })) };
+    if (available) return reply.json({ object: 'list', data: registry.list(true) });
+    const version = registry.listVersion;
+    if (listed?.version !== version) listed = { version, body: Buffer.from(JSON.stringify({ object: 'list', data: registry.list(false) })) };
     reply.send(listed.body, 'application/json');
   });
 

@@ -86,6 +86,8 @@ const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
 export class ModelRegistry {
   private readonly entries = new Map<string, Entry>();
   private loads = 0;
+  /** Counts the changes to the loaded models (see `listVersion`). */
+  private changes = 0;
   private readonly sweeper: NodeJS.Timeout | null;
 
   constructor(private readonly options: RegistryOptions) {
@@ -167,6 +169,7 @@ export class ModelRegistry {
     const entry = this.entries.get(id);
     if (!entry?.model) throw new ApiError('model_not_found', `model ${rawId} is not loaded`, { param: 'model_name' });
     this.entries.delete(id);
+    this.changes++;
     entry.retired = true;
     if (entry.refs === 0) await this.dispose(entry);
   }
@@ -192,6 +195,11 @@ export class ModelRegistry {
     return [...loaded, ...this.availableInfos().filter((m) => !seen.has(m.id))];
   }
 
+  /** Changes whenever `list(false)` may have: a model loaded, unloaded or evicted. Lets a caller keep what it made of the list. */
+  get listVersion(): number {
+    return this.changes;
+  }
+
   /** Loads `--preload` models and keeps them resident (exempt from LRU and TTL eviction). */
   async preload(ids: string[]): Promise<void> {
     for (const id of ids) {
@@ -205,6 +213,7 @@ export class ModelRegistry {
     if (this.sweeper) clearInterval(this.sweeper);
     const entries = [...this.entries.values()];
     this.entries.clear();
+    this.changes++;
     await Promise.all(entries.map((e) => this.dispose(e)));
   }
 
@@ -251,6 +260,7 @@ export class ModelRegistry {
           created.bytes = bytes;
           created.created = Math.floor(Date.now() / 1000);
           created.loadOrder = ++this.loads;
+          this.changes++;
           this.options.metrics.modelLoads.inc({ outcome: 'ok' });
           this.enforceLimit(created);
           return model;
@@ -388,6 +398,7 @@ export class ModelRegistry {
 
   private evict(entry: Entry, reason: string): void {
     this.entries.delete(entry.id);
+    this.changes++;
     this.options.logger.info({ model: entry.id, reason }, 'unloading model');
     void this.dispose(entry);
   }

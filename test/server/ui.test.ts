@@ -383,6 +383,11 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     const banner = page.locator('.banner.error');
     await banner.waitFor({ timeout: WAIT_MS });
     assert.match(await banner.innerText(), new RegExp(`Cannot reach the voxd server at ${api.replace(/\./g, '\\.')}`));
+    // the model list's own refresh fails too: said once, by the banner, and nothing offers to act meanwhile
+    await page.waitForEvent('requestfailed', { predicate: (request) => request.url().includes('/v1/models'), timeout: WAIT_MS });
+    await page.waitForTimeout(500); // its render
+    assert.equal(await page.locator('#view-models').getByText('Cannot reach the voxd server').count(), 0, 'the banner says it, the list not again');
+    assert.equal(await page.locator('tr[data-model="sphinx"] button').isDisabled(), true, 'Load is disabled while the server is down');
     await screenshots(page, 'server-down');
   });
 });

@@ -122,7 +122,7 @@ function App() {
           <SeparateView models={models.models} />
         </div>
         <div id="view-models" hidden={view !== 'models'}>
-          <ModelsView list={models} />
+          <ModelsView list={models} apiDown={health.state === 'down'} />
         </div>
       </main>
     </>

@@ -17,7 +17,8 @@ function useElapsed(since: number | null): number {
   return since === null ? 0 : Math.max(0, Math.round((now - since) / 1000));
 }
 
-export function ModelsView({ list }: { list: ModelList }) {
+/** `apiDown`: the page's banner already says the server cannot be reached; nothing here can act meanwhile. */
+export function ModelsView({ list, apiDown }: { list: ModelList; apiDown: boolean }) {
   const [pending, setPending] = useState<{ id: string; action: 'load' | 'unload'; since: number } | null>(null);
   const [rowError, setRowError] = useState<{ id: string; error: unknown } | null>(null);
   const [newId, setNewId] = useState('');
@@ -43,7 +44,7 @@ export function ModelsView({ list }: { list: ModelList }) {
     }
   }
 
-  const busy = pending !== null;
+  const busy = pending !== null || apiDown;
   // by ID, so a row stays where it was when its model is loaded or unloaded
   const rows = list.models.filter((model) => !model.target).sort((a, b) => a.id.localeCompare(b.id));
   const aliases = list.models.filter((model) => model.target);
@@ -90,7 +91,7 @@ export function ModelsView({ list }: { list: ModelList }) {
             Refresh
           </button>
         </div>
-        <ErrorNote error={list.error} />
+        <ErrorNote error={apiDown ? null : list.error} />
         <div class="table-wrap">
           <table class="models">
             <thead>
