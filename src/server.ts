@@ -102,6 +102,9 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
 
   const { transport, uwsUnavailable } = createTransport(config.transport);
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
+  // asked once, not per request (pino's check looks the level up by name)
+  let logRequests = logger.isLevelEnabled('info');
+  logger.on('level-change', () => (logRequests = logger.isLevelEnabled('info')));
   const http = createHttpServer({
     transport,
     allowedOrigins: config.allowedOrigins,
@@ -109,7 +112,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     onResponse: ({ id, method, route, status, ms, bytes, cut }) => {
       metrics.observeHttp(route, method, status, ms / 1000);
       // the line is built only when it is written: below `info`, a request costs no logging at all
-      if (!cut && !logger.isLevelEnabled('info')) return;
+      if (!cut && !logRequests) return;
       const line = { reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes };
       if (cut) logger.warn({ ...line, cut: true }, `${method} ${route} ${status} cut after ${bytes} bytes`);
       else logger.info(line, `${method} ${route} ${status}`);

@@ -30,6 +30,7 @@ export interface ReplyOptions {
 type ReplyState = 'pending' | 'streaming' | 'finished';
 
 const EMPTY = new Uint8Array(0);
+const NO_HEADERS: readonly string[] = [];
 /** (A regular expression costs more, for the few short strings of a response's headers.) */
 const hasLineBreak = (text: string): boolean => text.includes('\n') || text.includes('\r');
 /** Content types `header()` accepted already: they need no second look. */
@@ -244,32 +245,35 @@ export class HttpReply {
   /** Every header of the response, names and values alternating: the request id, the base headers, then those set. */
   #headerList(): string[] {
     const { requestId, baseHeaders } = this.#options;
-    const headers = this.#headers;
-    // sized once: a list grown a header at a time is copied as it grows
-    const list = new Array<string>(2 + baseHeaders.length + (headers ? headers.length : 0));
+    const headers = this.#headers ?? NO_HEADERS;
+    const baseLength = 2 + baseHeaders.length;
+    // sized exactly, once: a list grown a header at a time is copied as it grows, and shrinking one costs a runtime call
+    let length = baseLength;
+    for (let i = 0; i < headers.length; i += 2) if (baseIndex(baseHeaders, headers[i] as string) < 0) length += 2;
+    const list = new Array<string>(length);
     list[0] = 'x-request-id';
     list[1] = requestId;
     for (let i = 0; i < baseHeaders.length; i++) list[2 + i] = baseHeaders[i] as string;
-    const baseLength = 2 + baseHeaders.length;
-    let length = baseLength;
-    if (headers) {
-      for (let i = 0; i < headers.length; i += 2) {
-        const name = headers[i] as string;
-        const value = headers[i + 1] as string;
-        // one set on a base header replaces its value in its place
-        let j = 0;
-        while (j < baseLength && list[j] !== name) j += 2;
-        if (j < baseLength) {
-          list[j + 1] = value;
-        } else {
-          list[length++] = name;
-          list[length++] = value;
-        }
+    let next = baseLength;
+    for (let i = 0; i < headers.length; i += 2) {
+      // one set on a base header replaces its value in its place
+      const at = baseIndex(baseHeaders, headers[i] as string);
+      if (at >= 0) {
+        list[at + 1] = headers[i + 1] as string;
+      } else {
+        list[next++] = headers[i] as string;
+        list[next++] = headers[i + 1] as string;
       }
     }
-    list.length = length;
     return list;
   }
+}
+
+/** Where header `name` sits in the list `#headerList` makes (the request id first, then `baseHeaders`), or -1. */
+function baseIndex(baseHeaders: readonly string[], name: string): number {
+  if (name === 'x-request-id') return 0;
+  for (let j = 0; j < baseHeaders.length; j += 2) if (baseHeaders[j] === name) return 2 + j;
+  return -1;
 }
 
 /**

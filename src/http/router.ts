@@ -85,9 +85,11 @@ function parsePattern(pattern: string): Segment[] {
   });
 }
 
+const SLASH = 0x2f;
+
 /** The path without one trailing slash (which matching ignores). */
 function trimSlash(path: string): string {
-  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+  return path.length > 1 && path.charCodeAt(path.length - 1) === SLASH ? path.slice(0, -1) : path;
 }
 
 /** Segments of a path, ignoring one trailing slash. */

@@ -35,12 +35,31 @@ function collectHeader(name: string, value: string): void {
   collecting[name] = name in collecting ? `${collecting[name]}, ${value}` : value;
 }
 
+/**
+ * The method as one of the program's own strings: uWS makes a new one per request, which every Map it is looked up
+ * in (the router's, the metrics') would hash anew.
+ */
+function knownMethod(method: string): string {
+  switch (method) {
+    case 'GET':
+      return 'GET';
+    case 'POST':
+      return 'POST';
+    case 'DELETE':
+      return 'DELETE';
+    case 'OPTIONS':
+      return 'OPTIONS';
+    default:
+      return method;
+  }
+}
+
 /** Copies what the request offers; the uWS request is invalid once its handler returns. */
 function readRequestHead(req: UwsRequest): RequestHead {
   const headers = (collecting = emptyHeaders());
   req.forEach(collectHeader);
   // getQuery() is undefined, not '', when the target has no `?`
-  return { method: req.getCaseSensitiveMethod(), path: req.getUrl(), rawQuery: req.getQuery() ?? '', headers };
+  return { method: knownMethod(req.getCaseSensitiveMethod()), path: req.getUrl(), rawQuery: req.getQuery() ?? '', headers };
 }
 
 const SETTLED: Promise<void> = Promise.resolve();
@@ -321,11 +340,20 @@ class UwsChannel implements ResponseChannel {
 /**
  * Header names, and the values of headers whose values repeat (content types, CORS), as bytes: uWS copies an
  * ArrayBuffer as it is, but converts each string to UTF-8 first (a measure, an allocation, a copy and a free: most
- * of what a header cost), and reaches a Buffer's bytes through its view. Encoded once each; bounded, in case a
- * route makes up names.
+ * of what a header cost), and reaches a Buffer's bytes through its view. Encoded once each, kept per name (one
+ * lookup a header; the value last written under a name is compared before its own lookup); bounded, in case a route
+ * makes up names or values.
  */
-const headerBytes = new Map<string, ArrayBuffer>();
-const MAX_HEADER_BYTES_KEPT = 256;
+interface HeaderEncoding {
+  name: ArrayBuffer;
+  /** The encoded values of a header whose values repeat; null for one whose values differ per response. */
+  values: Map<string, ArrayBuffer> | null;
+  lastValue: string;
+  lastValueBytes: ArrayBuffer | null;
+}
+const headerEncodings = new Map<string, HeaderEncoding>();
+const MAX_HEADER_NAMES_KEPT = 128;
+const MAX_VALUES_KEPT_PER_NAME = 64;
 const REPEATED_VALUES = new Set([
   'content-type',
   'cache-control',
@@ -339,13 +367,31 @@ const REPEATED_VALUES = new Set([
 
 const utf8 = new TextEncoder();
 
-function asBytes(text: string): ArrayBuffer | string {
-  let bytes = headerBytes.get(text);
-  if (bytes === undefined) {
-    if (headerBytes.size >= MAX_HEADER_BYTES_KEPT) return text;
-    bytes = utf8.encode(text).buffer as ArrayBuffer; // a buffer of its own, exactly the text's bytes
-    headerBytes.set(text, bytes);
+/** A buffer of its own, exactly the text's bytes. */
+const encode = (text: string): ArrayBuffer => utf8.encode(text).buffer as ArrayBuffer;
+
+function encodingOf(name: string): HeaderEncoding | null {
+  let encoding = headerEncodings.get(name);
+  if (encoding === undefined) {
+    if (headerEncodings.size >= MAX_HEADER_NAMES_KEPT) return null;
+    encoding = { name: encode(name), values: REPEATED_VALUES.has(name) ? new Map() : null, lastValue: '', lastValueBytes: null };
+    headerEncodings.set(name, encoding);
   }
+  return encoding;
+}
+
+function valueBytes(encoding: HeaderEncoding, value: string): ArrayBuffer | string {
+  const { values } = encoding;
+  if (values === null) return value;
+  if (encoding.lastValueBytes !== null && encoding.lastValue === value) return encoding.lastValueBytes;
+  let bytes = values.get(value);
+  if (bytes === undefined) {
+    if (values.size >= MAX_VALUES_KEPT_PER_NAME) return value;
+    bytes = encode(value);
+    values.set(value, bytes);
+  }
+  encoding.lastValue = value;
+  encoding.lastValueBytes = bytes;
   return bytes;
 }
 
@@ -362,7 +408,9 @@ function writeHead(res: UwsResponse, status: number, headers: readonly string[])
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i] as string;
     const value = headers[i + 1] as string;
-    res.writeHeader(asBytes(name), REPEATED_VALUES.has(name) ? asBytes(value) : value);
+    const encoding = encodingOf(name);
+    if (encoding === null) res.writeHeader(name, value);
+    else res.writeHeader(encoding.name, valueBytes(encoding, value));
   }
 }
 

@@ -22,24 +22,30 @@ interface Metric {
 }
 
 export class Counter implements Metric {
-  private readonly values = new Map<string, number>();
+  /** By label key: a cell, so that a `labelled` series counts without a lookup. */
+  private readonly values = new Map<string, { value: number }>();
   constructor(
     readonly name: string,
     readonly help: string,
   ) {}
   inc(labels: Labels = {}, by = 1): void {
-    this.incKey(labelKey(labels), by);
+    this.cell(labelKey(labels)).value += by;
   }
-  /** The series of `labels`, for a caller that counts into it often: its label key is made once, here. */
+  /** The series of `labels`, for a caller that counts into it often: found once, here. */
   labelled(labels: Labels): (by?: number) => void {
-    const key = labelKey(labels);
-    return (by = 1) => this.incKey(key, by);
+    const cell = this.cell(labelKey(labels));
+    return (by = 1) => void (cell.value += by);
   }
-  private incKey(key: string, by: number): void {
-    this.values.set(key, (this.values.get(key) ?? 0) + by);
+  private cell(key: string): { value: number } {
+    let cell = this.values.get(key);
+    if (!cell) {
+      cell = { value: 0 };
+      this.values.set(key, cell);
+    }
+    return cell;
   }
   render(): string[] {
-    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`, ...[...this.values].map(([k, v]) => `${this.name}${k} ${v}`)];
+    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`, ...[...this.values].map(([k, { value }]) => `${this.name}${k} ${value}`)];
   }
 }
 
@@ -59,9 +65,16 @@ export class Gauge implements Metric {
   }
 }
 
-export class Histogram implements Metric {
+interface HistogramSeries {
+  labels: Labels;
   /** `counts[i]`: observations whose smallest bucket is `buckets[i]` (render adds them up, as the format wants). */
-  private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+export class Histogram implements Metric {
+  private readonly series = new Map<string, HistogramSeries>();
   constructor(
     readonly name: string,
     readonly help: string,
@@ -70,19 +83,23 @@ export class Histogram implements Metric {
     if (buckets.some((b, i) => i > 0 && b <= (buckets[i - 1] as number))) throw new Error(`histogram ${name}: buckets must ascend`);
   }
   observe(labels: Labels, value: number): void {
-    this.observeKey(labelKey(labels), labels, value);
+    this.observeInto(this.seriesOf(labels), value);
   }
-  /** The series of `labels`, for a caller that observes into it often: its label key is made once, here. */
+  /** The series of `labels`, for a caller that observes into it often: found once, here. */
   labelled(labels: Labels): (value: number) => void {
-    const key = labelKey(labels);
-    return (value) => this.observeKey(key, labels, value);
+    const series = this.seriesOf(labels);
+    return (value) => this.observeInto(series, value);
   }
-  private observeKey(key: string, labels: Labels, value: number): void {
+  private seriesOf(labels: Labels): HistogramSeries {
+    const key = labelKey(labels);
     let s = this.series.get(key);
     if (!s) {
       s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };
       this.series.set(key, s);
     }
+    return s;
+  }
+  private observeInto(s: HistogramSeries, value: number): void {
     const { buckets } = this;
     let i = 0;
     while (i < buckets.length && !(value <= (buckets[i] as number))) i++;
