@@ -19,6 +19,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startCliServer, stopCliServer, type CliServer } from './cli-server.js';
+import { loadUws } from '../src/http/uws.js';
 import { freePort } from '../test/helpers/process.js';
 import { ROOT } from '../test/helpers/paths.js';
 
@@ -85,6 +86,14 @@ const median = (values: number[]): number => [...values].sort((a, b) => a - b)[M
 
 async function main(): Promise<number> {
   if (spawnSync('wrk', ['--version']).error) throw new Error("wrk is not installed (Debian's package wrk: apt-get install wrk)");
+  try {
+    loadUws();
+  } catch (error) {
+    // both sides are uWebSockets.js: on a Node line it has no binary for, there is nothing to compare
+    console.error(`bench:http measures voxd's uWebSockets.js transport, which does not load here: ${(error as Error).message}`);
+    console.error('Run it under a Node line uWebSockets.js has a binary for (Node 20: README.md#platforms).');
+    return 2;
+  }
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-http-'));
   const servers: Record<'warn' | 'info', CliServer | null> = { warn: null, info: null };
   let bare: Awaited<ReturnType<typeof startBare>> | null = null;
