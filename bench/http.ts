@@ -39,7 +39,7 @@ uws.App().get('/v1/models', (res) => {
 `;
 
 /** The load generator on one core and the server on another (see the header); null when they cannot be pinned. */
-const PINNED = os.availableParallelism() >= 2 && !spawnSync('taskset', ['-c', '0', 'true']).error ? { wrk: '0', server: '1' } : null;
+const PINNED = ['0', '1'].every((cpu) => spawnSync('taskset', ['-c', cpu, 'true']).status === 0) ? { wrk: '0', server: '1' } : null;
 
 /** Moves the main thread of process `pid` onto the server's core. */
 function pinServer(pid: number): void {

@@ -104,7 +104,8 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
   // asked once, not per request (pino's check looks the level up by name)
   let logRequests = logger.isLevelEnabled('info');
-  logger.on('level-change', () => (logRequests = logger.isLevelEnabled('info')));
+  const followLevel = (): void => void (logRequests = logger.isLevelEnabled('info'));
+  logger.on('level-change', followLevel);
   const http = createHttpServer({
     transport,
     allowedOrigins: config.allowedOrigins,
@@ -174,6 +175,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       await Promise.all([http.close(timeoutMs, liveSessions.drain(Date.now() + timeoutMs)), ui?.close()]);
       await scheduler.idle();
       await registry.close();
+      logger.off('level-change', followLevel);
       logger.info('shutdown complete');
     },
   };

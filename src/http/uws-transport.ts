@@ -36,8 +36,8 @@ function collectHeader(name: string, value: string): void {
 }
 
 /**
- * The method as one of the program's own strings: uWS makes a new one per request, which every Map it is looked up
- * in (the router's, the metrics') would hash anew.
+ * The method as one of the program's own strings: uWS makes a new one per request, which the Maps it is looked up in
+ * (the router's, the metrics') would hash once more and compare by content rather than by reference.
  */
 function knownMethod(method: string): string {
   switch (method) {

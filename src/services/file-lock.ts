@@ -45,8 +45,9 @@ export interface AcquireOptions {
   /** Checked before each try: once true, resolve null without the lock (the owner did the work it guards). */
   isDone?: () => boolean;
   /**
-   * Called once, when the lock is first found held by an owner that looks alive. A file that names no owner is most often
-   * one its owner is still writing: the call waits one poll for the name, then passes null if there is still none.
+   * Called at most once, when the lock is first found held by an owner that looks alive. A file that names no owner is
+   * most often one its owner is still writing: the call waits one poll for the name, then passes null if there is
+   * still none.
    */
   onWait?: (owner: LockOwner | null) => void;
   timings?: Partial<FileLockTimings>;

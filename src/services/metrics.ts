@@ -31,7 +31,7 @@ export class Counter implements Metric {
   inc(labels: Labels = {}, by = 1): void {
     this.cell(labelKey(labels)).value += by;
   }
-  /** The series of `labels`, for a caller that counts into it often: found once, here. */
+  /** The series of `labels`, for a caller that counts into it often: found once, here (and shown from now on, at 0). */
   labelled(labels: Labels): (by?: number) => void {
     const cell = this.cell(labelKey(labels));
     return (by = 1) => void (cell.value += by);
@@ -85,7 +85,7 @@ export class Histogram implements Metric {
   observe(labels: Labels, value: number): void {
     this.observeInto(this.seriesOf(labels), value);
   }
-  /** The series of `labels`, for a caller that observes into it often: found once, here. */
+  /** The series of `labels`, for a caller that observes into it often: found once, here (and shown from now on, empty). */
   labelled(labels: Labels): (value: number) => void {
     const series = this.seriesOf(labels);
     return (value) => this.observeInto(series, value);

@@ -360,7 +360,7 @@ describe('file lock', () => {
       acquireFileLock(namedPath, { timings: slowPolls, signal: controller.signal, onWait: (owner) => waitedFor.named.push(owner) }),
       acquireFileLock(unnamedPath, { timings: slowPolls, signal: controller.signal, onWait: (owner) => waitedFor.unnamed.push(owner) }),
     ];
-    await sleep(100);
+    await sleep(250); // after the waiters' first look (at once), well before their second (500 ms later)
     const content = lockFileContent({ pid: 1, hostname: 'another-pod' });
     await fsp.writeFile(namedPath, content);
     await waitFor(() => waitedFor.named.length + waitedFor.unnamed.length === 2, 'both waiters to announce', slowPolls.pollMinMs * 10);

@@ -56,6 +56,12 @@ function App() {
   const models = useModelList();
   const [liveRunning, setLiveRunning] = useState(false);
 
+  // the list's own refresh runs on its own timer: once the server is back, ask at once rather than show a stale failure
+  const { refresh } = models;
+  useEffect(() => {
+    if (health.state === 'ready') void refresh();
+  }, [health.state, refresh]);
+
   useEffect(() => {
     const follow = (): void => setView(viewFromHash());
     window.addEventListener('hashchange', follow);
