@@ -33,7 +33,78 @@ export function createLogger(options: LoggerOptions): Logger {
   };
   // one worker-thread transport writes both (log-transport.ts): the file as pino writes it, the console through pino-pretty
   const transport = pino.transport({ target: fileURLToPath(new URL('./log-transport.js', import.meta.url)), options: transportOptions });
-  return pino({ level: options.level, base: { pid: process.pid } }, new BatchedStream(transport));
+  return pino(loggerOptions(options.level), new BatchedStream(transport));
+}
+
+/** How createLogger configures pino (exported for the tests that compare `requestLineWriter` with pino). */
+export function loggerOptions(level: string): pino.LoggerOptions {
+  return { level, base: { pid: process.pid } };
+}
+
+/** The fields of a served request's log line (src/server.ts), in the order they are written. */
+export interface RequestLine {
+  reqId: string;
+  method: string;
+  route: string;
+  status: number;
+  ms: number;
+  bytes: number;
+}
+
+const INFO = 30;
+
+/**
+ * A function that writes `line` with message `msg` at info, byte for byte as `logger.info(line, msg)` does, but
+ * without pino's general serialiser, which looks every key up in its serialiser and stringifier tables and was
+ * most of what a request cost the main thread at `--log-level info` (docs/performance.md#http-hot-path). It uses
+ * pino's own pieces of the line (level, time, bindings, end); where the logger has anything that could change the
+ * line (a mixin, hooks, formatters, a serialiser for one of the keys, a nested key, a stream that wants metadata), it
+ * is `logger.info` itself. The caller checks the level.
+ */
+export function requestLineWriter(logger: Logger): (line: RequestLine, msg: string) => void {
+  const { symbols } = pino;
+  const instance = logger as unknown as Record<symbol, unknown>;
+  const stream = instance[symbols.streamSym] as { write(line: string): unknown } & Record<symbol, unknown>;
+  const serializers = instance[symbols.serializersSym] as Record<string, unknown>;
+  const keys: (keyof RequestLine)[] = ['reqId', 'method', 'route', 'status', 'ms', 'bytes'];
+  const plain =
+    !instance[symbols.mixinSym] &&
+    !(instance[symbols.hooksSym] as { streamWrite?: unknown }).streamWrite &&
+    !(instance[symbols.formattersSym] as { log?: unknown }).log &&
+    !instance[symbols.nestedKeySym] &&
+    stream[symbols.needsMetadataGsym] !== true &&
+    instance[symbols.messageKeySym] === 'msg' &&
+    Object.keys(instance[symbols.stringifiersSym] as object).length === 0 &&
+    keys.every((key) => !serializers[key]) &&
+    !serializers.msg;
+  if (!plain) return (line, msg) => logger.info(line, msg);
+  const levelStart = (instance[symbols.lsCacheSym] as Record<number, string>)[INFO] as string;
+  const time = instance[symbols.timeSym] as () => string;
+  const end = instance[symbols.endSym] as string;
+  return (line, msg) => {
+    stream.write(
+      `${levelStart}${time()}${instance[symbols.chindingsSym] as string},"reqId":${jsonString(line.reqId)},"method":${jsonString(line.method)},` +
+        `"route":${jsonString(line.route)},"status":${jsonNumber(line.status)},"ms":${jsonNumber(line.ms)},"bytes":${jsonNumber(line.bytes)},` +
+        `"msg":${jsonString(msg)}${end}`,
+    );
+  };
+}
+
+/** What JSON.stringify escapes in a string: quotes, backslashes, control characters, and lone surrogates. */
+// eslint-disable-next-line no-control-regex -- control characters are among what JSON.stringify escapes
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * A string as JSON.stringify writes it, quoted as it is when nothing in it needs escaping (JSON.stringify costs more).
+ * pino writes strings so too, but for a lone surrogate before Node 25, which it writes raw (no request line has one).
+ */
+function jsonString(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/** A number as pino writes it: non-finite ones as null. */
+function jsonNumber(value: number): string {
+  return Number.isFinite(value) ? String(value) : 'null';
 }
 
 type TransportStream = ReturnType<typeof pino.transport>;

@@ -12,7 +12,7 @@ import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphin
 import { createWhisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
 import { createTransport } from './http/transports.js';
-import type { Logger } from './logger.js';
+import { requestLineWriter, type Logger } from './logger.js';
 import { loadNative, nativeOrigin, NativeLogLevel } from './native/addon.js';
 import type { RouteContext } from './routes/context.js';
 import { mountModelRoutes } from './routes/models.js';
@@ -106,6 +106,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   let logRequests = logger.isLevelEnabled('info');
   const followLevel = (): void => void (logRequests = logger.isLevelEnabled('info'));
   logger.on('level-change', followLevel);
+  const logRequest = requestLineWriter(logger);
   const http = createHttpServer({
     transport,
     allowedOrigins: config.allowedOrigins,
@@ -116,7 +117,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       if (!cut && !logRequests) return;
       const line = { reqId: id, method, route, status, ms: Math.round(ms * 10) / 10, bytes };
       if (cut) logger.warn({ ...line, cut: true }, `${method} ${route} ${status} cut after ${bytes} bytes`);
-      else logger.info(line, `${method} ${route} ${status}`);
+      else logRequest(line, `${method} ${route} ${status}`);
     },
   });
   mountOperationRoutes(http, context);

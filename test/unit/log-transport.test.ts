@@ -4,8 +4,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { pino, type Logger } from 'pino';
 import { prettyFactory } from 'pino-pretty';
 import { PLAIN_CONSOLE_FORMAT, renderPlainLine } from '../../src/log-transport.js';
+import { loggerOptions, requestLineWriter, type RequestLine } from '../../src/logger.js';
 import { ROOT } from '../helpers/paths.js';
 
 const pinoPretty = prettyFactory({ ...PLAIN_CONSOLE_FORMAT, colorize: false }) as (line: string) => string;
@@ -121,5 +123,41 @@ describe('console log lines (log-transport.ts)', () => {
     } finally {
       fs.rmSync(logDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('request log lines', () => {
+  /** A logger configured as createLogger's, writing into `lines`. */
+  function capturing(options: pino.LoggerOptions = {}): { logger: Logger; lines: string[] } {
+    const lines: string[] = [];
+    return { logger: pino({ ...loggerOptions('info'), ...options }, { write: (text: string) => void lines.push(text) }), lines };
+  }
+
+  const requests: [RequestLine, string][] = [
+    [{ reqId: '0b7f6c1e-6f1e-4e43-9a53-2a1f1c9d2a11', method: 'GET', route: '/v1/models', status: 200, ms: 0.1, bytes: 27 }, 'GET /v1/models 200'],
+    [{ reqId: 'client:id/with+odd=chars', method: 'PROPFIND', route: 'unmatched', status: 404, ms: 12345.6, bytes: 0 }, 'PROPFIND unmatched 404'],
+    [{ reqId: 'x', method: 'G"E\\T\u0001', route: '/v1/models/*', status: 499, ms: Number.NaN, bytes: 1e21 }, 'quote " backslash \\ tab \t é 🎤'],
+  ];
+
+  it('requestLineWriter writes what logger.info writes, byte for byte', (t) => {
+    t.mock.method(Date, 'now', () => time);
+    const { logger, lines } = capturing();
+    const write = requestLineWriter(logger);
+    for (const [fields, msg] of requests) {
+      logger.info(fields, msg);
+      write(fields, msg);
+      const [byPino, byWriter] = lines.splice(0);
+      assert.equal(byWriter, byPino);
+    }
+  });
+
+  it('leaves a logger with anything that could change the line to pino', (t) => {
+    t.mock.method(Date, 'now', () => time);
+    const { logger, lines } = capturing({ mixin: () => ({ pod: 'a' }), serializers: { route: (route: string) => route.toUpperCase() } });
+    const [fields, msg] = requests[0] as [RequestLine, string];
+    logger.info(fields, msg);
+    requestLineWriter(logger)(fields, msg);
+    assert.match(lines[0] as string, /"pod":"a".*"route":"\/V1\/MODELS"/);
+    assert.equal(lines[1], lines[0]);
   });
 });
