@@ -31,38 +31,57 @@ function readRequestHead(req: IncomingMessage): RequestHead {
   return { method: req.method ?? 'GET', path: query < 0 ? target : target.slice(0, query), rawQuery: query < 0 ? '' : target.slice(query + 1), headers };
 }
 
+const SETTLED: Promise<void> = Promise.resolve();
+
 class NodeChannel implements ResponseChannel {
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
-  readonly #abort = new AbortController();
-  readonly done: Promise<void>;
-  #settle!: () => void;
+  /** Whether the request has a body (Content-Length or Transfer-Encoding): only then are its reading and idle timeout set up. */
+  readonly #hasBody: boolean;
+  /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
+  #abort: AbortController | null = null;
+  #workCancelled = false;
+  /** `done`, made only when asked for before the response settled. */
+  #done: Promise<void> | null = null;
+  #settle: (() => void) | null = null;
+  #settled = false;
   #state: 'open' | 'finished' | 'aborted' = 'open';
   /** Cuts the response when the client took nothing for MAX_STALL_SECONDS. */
   #stallTimer: NodeJS.Timeout | null = null;
+  #drainWatched = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse) {
+  constructor(req: IncomingMessage, res: ServerResponse, hasBody: boolean) {
     this.#req = req;
     this.#res = res;
-    this.done = new Promise((resolve) => (this.#settle = resolve));
+    this.#hasBody = hasBody;
     res.once('finish', () => {
       this.#state = 'finished';
       this.#unstall();
-      this.#settle();
+      this.#markSettled();
     });
     res.once('close', () => {
       if (this.#state !== 'open') return;
       this.#state = 'aborted';
       this.#unstall();
-      this.#abort.abort();
-      this.#settle();
+      this.cancelWork();
+      this.#markSettled();
     });
-    res.on('drain', () => this.#unstall());
-    req.socket.setTimeout(BODY_IDLE_MS); // node:http destroys a socket whose timeout nobody handles
-    req.once('end', () => req.socket.setTimeout(0));
+    if (hasBody) {
+      req.socket.setTimeout(BODY_IDLE_MS); // node:http destroys a socket whose timeout nobody handles
+      req.once('end', () => req.socket.setTimeout(0));
+    }
+  }
+
+  get done(): Promise<void> {
+    if (this.#settled) return SETTLED;
+    return (this.#done ??= new Promise((resolve) => (this.#settle = resolve)));
   }
 
   get signal(): AbortSignal {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      if (this.#workCancelled) this.#abort.abort();
+    }
     return this.#abort.signal;
   }
 
@@ -75,6 +94,8 @@ class NodeChannel implements ResponseChannel {
   }
 
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void {
+    // a request without a body ends unread (node:http discards it once the response is sent)
+    if (!this.#hasBody) return;
     this.#req.on('data', (chunk: Buffer) => sink(chunk, false));
     this.#req.once('end', () => sink(Buffer.alloc(0), true));
   }
@@ -129,18 +150,28 @@ class NodeChannel implements ResponseChannel {
   }
 
   cancelWork(): void {
-    this.#abort.abort();
+    this.#workCancelled = true;
+    this.#abort?.abort();
+  }
+
+  #markSettled(): void {
+    this.#settled = true;
+    this.#settle?.();
   }
 
   #writeHead(status: number, headers: readonly string[], closeConnection: boolean): void {
     // the response takes over from the body's idle timeout; a stalled client is bounded by #stall
-    this.#req.socket.setTimeout(0);
+    if (this.#hasBody) this.#req.socket.setTimeout(0);
     this.#res.statusCode = status;
     for (let i = 0; i < headers.length; i += 2) this.#res.setHeader(headers[i] as string, headers[i + 1] as string);
     if (closeConnection) this.#res.shouldKeepAlive = false;
   }
 
   #stall(): void {
+    if (!this.#drainWatched) {
+      this.#drainWatched = true;
+      this.#res.on('drain', () => this.#unstall());
+    }
     this.#stallTimer ??= setTimeout(() => this.close(), MAX_STALL_SECONDS * 1000);
   }
 
@@ -210,7 +241,11 @@ export function createNodeTransport(): Transport {
     name: 'node',
 
     onRequest(handler) {
-      server.on('request', (req: IncomingMessage, res: ServerResponse) => handler(readRequestHead(req), new NodeChannel(req, res)));
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+        const head = readRequestHead(req);
+        const hasBody = head.headers['content-length'] !== undefined || head.headers['transfer-encoding'] !== undefined;
+        handler(head, new NodeChannel(req, res, hasBody));
+      });
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {
