@@ -36,8 +36,8 @@ const SETTLED: Promise<void> = Promise.resolve();
 class NodeChannel implements ResponseChannel {
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
-  /** Whether the request has a body (Content-Length or Transfer-Encoding): only then are its reading and idle timeout set up. */
-  readonly #hasBody: boolean;
+  /** Whether the body's idle timeout is armed on the socket (only for a request with a body: see onBody). */
+  #bodyTimeout = false;
   /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
   #abort: AbortController | null = null;
   #workCancelled = false;
@@ -50,10 +50,9 @@ class NodeChannel implements ResponseChannel {
   #stallTimer: NodeJS.Timeout | null = null;
   #drainWatched = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse, hasBody: boolean) {
+  constructor(req: IncomingMessage, res: ServerResponse) {
     this.#req = req;
     this.#res = res;
-    this.#hasBody = hasBody;
     res.once('finish', () => {
       this.#state = 'finished';
       this.#unstall();
@@ -66,10 +65,6 @@ class NodeChannel implements ResponseChannel {
       this.cancelWork();
       this.#markSettled();
     });
-    if (hasBody) {
-      req.socket.setTimeout(BODY_IDLE_MS); // node:http destroys a socket whose timeout nobody handles
-      req.once('end', () => req.socket.setTimeout(0));
-    }
   }
 
   get done(): Promise<void> {
@@ -94,10 +89,14 @@ class NodeChannel implements ResponseChannel {
   }
 
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void {
-    // a request without a body ends unread (node:http discards it once the response is sent)
-    if (!this.#hasBody) return;
+    const socket = this.#req.socket;
+    this.#bodyTimeout = true;
+    socket.setTimeout(BODY_IDLE_MS); // node:http destroys a socket whose timeout nobody handles
     this.#req.on('data', (chunk: Buffer) => sink(chunk, false));
-    this.#req.once('end', () => sink(Buffer.alloc(0), true));
+    this.#req.once('end', () => {
+      socket.setTimeout(0);
+      sink(Buffer.alloc(0), true);
+    });
   }
 
   pause(): void {
@@ -161,7 +160,7 @@ class NodeChannel implements ResponseChannel {
 
   #writeHead(status: number, headers: readonly string[], closeConnection: boolean): void {
     // the response takes over from the body's idle timeout; a stalled client is bounded by #stall
-    if (this.#hasBody) this.#req.socket.setTimeout(0);
+    if (this.#bodyTimeout) this.#req.socket.setTimeout(0);
     this.#res.statusCode = status;
     for (let i = 0; i < headers.length; i += 2) this.#res.setHeader(headers[i] as string, headers[i + 1] as string);
     if (closeConnection) this.#res.shouldKeepAlive = false;
@@ -241,11 +240,8 @@ export function createNodeTransport(): Transport {
     name: 'node',
 
     onRequest(handler) {
-      server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-        const head = readRequestHead(req);
-        const hasBody = head.headers['content-length'] !== undefined || head.headers['transfer-encoding'] !== undefined;
-        handler(head, new NodeChannel(req, res, hasBody));
-      });
+      // a request without a body ends unread: node:http discards it once the response is sent
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => handler(readRequestHead(req), new NodeChannel(req, res)));
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {

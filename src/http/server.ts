@@ -95,9 +95,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
    */
   transport.onRequest((head, channel) => {
     const framing = bodyFraming(head.headers);
-    // uWS delivers the body only to a data handler set before this function returns
+    // uWS delivers the body only to a data handler set before this function returns; a request without one needs none
     const body = new RequestBody(channel, framing.length, framing.chunked);
-    channel.onBody((chunk, isLast) => body.push(chunk, isLast));
+    if (!body.complete) channel.onBody((chunk, isLast) => body.push(chunk, isLast));
     const match = router.match(head.method, head.path);
     const request = new HttpRequest(head, match.kind === 'found' ? match.params : {}, body, channel);
     const reply = new HttpReply(channel, {

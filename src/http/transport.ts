@@ -18,7 +18,10 @@ export interface ResponseChannel {
   readonly done: Promise<void>;
   /** The whole response was handed to the connection. */
   readonly completed: boolean;
-  /** Request body chunks, in order (`isLast` on the final one); must be set before the request handler returns. */
+  /**
+   * Request body chunks, in order (`isLast` on the final one); must be set before the request handler returns. Set
+   * only for a request that has a body (by its Content-Length or Transfer-Encoding).
+   */
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void;
   /** Stops reading the request body until `resume()`, so unread uploads do not fill memory. */
   pause(): void;
