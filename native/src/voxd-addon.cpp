@@ -20,6 +20,9 @@
 #include <atomic>
 #include <cstdio>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #ifndef VOXD_VERSION
 #define VOXD_VERSION "dev"
@@ -50,6 +53,17 @@ static Napi::Value exit_now(const Napi::CallbackInfo & info) {
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(code);
+}
+
+// Hands the heap's free pages back to the system. glibc keeps what a burst of large allocations freed (uploads,
+// decoded audio) in its arenas, so the process stays at its peak resident size; malloc_trim returns the free pages
+// of every arena. Elsewhere (musl, macOS) the allocator decides alone: false.
+static Napi::Value trim_memory(const Napi::CallbackInfo & info) {
+#if defined(__GLIBC__)
+    return Napi::Boolean::New(info.Env(), malloc_trim(0) != 0);
+#else
+    return Napi::Boolean::New(info.Env(), false);
+#endif
 }
 
 static Napi::Value system_info(const Napi::CallbackInfo & info) {
@@ -102,6 +116,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));
+    exports.Set("trimMemory", Napi::Function::New<trim_memory>(env, "trimMemory"));
     exports.Set("exitNow", Napi::Function::New<exit_now>(env, "exitNow"));
     return exports;
 }

@@ -538,6 +538,11 @@ export interface NativeAddon {
   Resampler: new (options: { inputRate: number; outputRate: number }) => NativeResampler;
   systemInfo(): NativeSystemInfo;
   setLogLevel(level: number): void;
+  /**
+   * Returns the allocator's free pages to the system (glibc's malloc_trim; after a burst of large buffers the process
+   * otherwise stays at its peak). True when something was released; always false where the allocator is not glibc's.
+   */
+  trimMemory(): boolean;
   /** Ends the process at once with `code` (_exit): nothing waits for engine calls still running. */
   exitNow(code: number): never;
 }
