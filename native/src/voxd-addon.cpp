@@ -1,6 +1,7 @@
 // Entry point of the voxd native addon: registers every class and function the TS layer sees
 // (typed in src/native/addon.ts, the single description of this surface).
 #include "voxd-async.h"
+#include "voxd-cpu-gate.h"
 #include "voxd-decode.h"
 #include "voxd-encode.h"
 #include "voxd-ffmpeg.h"
@@ -83,6 +84,14 @@ static Napi::Value system_info(const Napi::CallbackInfo & info) {
         devices.Set(i, d);
     }
     out.Set("devices", devices);
+    const voxd_cpu_gate::stats gate = voxd_cpu_gate::snapshot();
+    Napi::Object cores              = Napi::Object::New(env);
+    cores.Set("capacity", gate.capacity);
+    cores.Set("inUse", gate.in_use);
+    cores.Set("peakInUse", gate.peak_in_use);
+    cores.Set("acquisitions", (double) gate.acquisitions);
+    cores.Set("waits", (double) gate.waits);
+    out.Set("cpuGate", cores);
     return out;
 }
 

@@ -1,6 +1,7 @@
 #include "voxd-whisper-batch.h"
 
 #include "voxd-async.h"
+#include "voxd-cpu-gate.h"
 #include "voxd-executor.h"
 #include "voxd-ggml-graph.h"
 
@@ -536,6 +537,7 @@ uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const cha
     uint64_t us = 0;
     {
         voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
+        const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(m.w.is_cpu ? m.threads : 1);
         if (ggml_backend_graph_compute(m.w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
             throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
         }

@@ -1,5 +1,7 @@
 #include "voxd-whisper.h"
 
+#include "voxd-cpu-gate.h"
+
 #include "ggml.h"
 #include "whisper.h"
 
@@ -393,8 +395,13 @@ private:
         wp.abort_callback                   = on_abort;
         wp.abort_callback_user_data         = this;
 
-        const int ret = whisper_full_with_state(ctx, st.get(), wp, m_samples.data(), (int) m_samples.size());
-        m_samples     = std::vector<float>(); // a long clip's copy need not outlive the decoding
+        int ret;
+        {
+            // whisper.cpp runs its graphs inside this one call, so it holds its cores for the whole transcription
+            const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(wp.n_threads);
+            ret                              = whisper_full_with_state(ctx, st.get(), wp, m_samples.data(), (int) m_samples.size());
+        }
+        m_samples = std::vector<float>(); // a long clip's copy need not outlive the decoding
         if (ret == -7) {
             (void) st.release(); // on this path (KV cache allocation failed) whisper_full_with_state frees the state itself
             voxd_check_abort(m_abort);

@@ -492,6 +492,21 @@ export interface NativeSystemInfo {
   llama: string;
   whisper: string;
   devices: { name: string; description: string }[];
+  /** The cores ggml's multi-threaded computations share, process-wide (docs/architecture.md "Sharing the cores"). */
+  cpuGate: NativeCpuGateStats;
+}
+
+export interface NativeCpuGateStats {
+  /** Cores the leases share: those the process may run on. */
+  capacity: number;
+  /** Held now. */
+  inUse: number;
+  /** The most ever held at once (never above `capacity`). */
+  peakInUse: number;
+  /** Leases taken since the addon loaded. */
+  acquisitions: number;
+  /** Of those, the ones that waited for cores (or for an earlier caller's turn). */
+  waits: number;
 }
 
 /** ggml log levels: engine log lines below the level are dropped. */
