@@ -60,6 +60,7 @@ export const configSchema = z.object({
   modelIdleTtl: nonNegativeInt.default(0),
   maxQueue: nonNegativeInt.default(64),
   modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
+  jobTimeoutS: z.coerce.number().min(0).default(300),
   maxUploadMb: positiveInt.default(100),
   maxAudioSeconds: positiveInt.default(3600),
   maxSeparationSeconds: positiveInt.default(600),
@@ -209,6 +210,11 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     help: 'requests that may wait per model (a request counts once, however many jobs it makes); beyond it `503` with `Retry-After`',
   },
   modelConcurrency: { flag: '--model-concurrency', value: 'n', shownDefault: 'CPU cores', help: 'jobs that run at once per model' },
+  jobTimeoutS: {
+    flag: '--job-timeout-s',
+    value: 'seconds',
+    help: 'longest one engine job may run (a sentence of speech, a live turn, a file transcription: at least as long as its audio) before it is stopped with `504 job_timeout` (`0`: no limit)',
+  },
   maxUploadMb: { flag: '--max-upload-mb', value: 'mb', help: 'largest accepted audio upload, MiB (`413` beyond)' },
   maxAudioSeconds: {
     flag: '--max-audio-seconds',

@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   queue_full: { status: 503, type: 'server_error' },
+  job_timeout: { status: 504, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   too_many_sessions: { status: 503, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },

@@ -78,7 +78,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       [SEPARATOR_MODEL_ID]: { task: 'separation', engine: SEPARATOR_ENGINE, load: (id) => loadSeparatorModel(id) },
     },
   });
-  const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics });
+  const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics, jobTimeoutMs: config.jobTimeoutS * 1000 });
   const stt = new Transcriber({
     registry,
     scheduler,

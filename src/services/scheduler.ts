@@ -12,6 +12,10 @@
  * Fixed-window batching (`runBatched`): items queued while the model's slots are busy are grouped when a slot
  * frees: the head item takes every waiting item with the same batch key along, up to the batch's size, and one
  * call runs them all.
+ *
+ * A running job has a time limit (--job-timeout-s; a job may ask for more, a transcription as long as its audio):
+ * past it, its signal fires as if the client had left, and its requests are answered 504 `job_timeout` at once; the
+ * slot frees when the work has actually stopped.
  */
 import type { LoadedModel } from '../engines/types.js';
 import { ApiError } from '../errors.js';
@@ -24,6 +28,14 @@ export interface SchedulerOptions {
   maxQueue: number;
   concurrency: number;
   metrics: Metrics;
+  /** --job-timeout-s, in milliseconds: the longest a job may run; 0 for no limit. */
+  jobTimeoutMs?: number;
+}
+
+/** What a job asks of the time limit. */
+export interface JobLimits {
+  /** The job may run at least this long, whatever --job-timeout-s says (a transcription: its audio's duration). */
+  minTimeoutMs?: number;
 }
 
 /** How a batched item is grouped and run. Items of one model join a batch only when their keys are equal. */
@@ -43,6 +55,9 @@ interface Entry {
   reject: (error: unknown) => void;
   /** A single job. */
   job?: (signal: AbortSignal) => Promise<unknown>;
+  minTimeoutMs?: number;
+  /** Work admitted exempt (a batch loop): its members have limits of their own, the loop has none. */
+  unlimited?: boolean;
   /** A batch item with its spec. */
   item?: unknown;
   batch?: BatchSpec<unknown, unknown>;
@@ -74,9 +89,19 @@ export class AbortedError extends Error {
   }
 }
 
+/** The answer to a request whose job ran past its time limit. */
+export function jobTimeoutError(model: string, limitMs: number): ApiError {
+  return new ApiError(
+    'job_timeout',
+    `model ${model} took more than ${Math.round(limitMs / 1000)} s on one job of this request, so it was stopped (--job-timeout-s)`,
+    // the same request would most likely run as long again: the vendor's SDK retries a 5xx unless told not to
+    { headers: { 'x-should-retry': 'false' } },
+  );
+}
+
 /** One admitted request of a model: its jobs never meet a full queue. Release it once the request is over. */
 export interface Admission {
-  run<T>(job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T>;
+  run<T>(job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal, limits?: JobLimits): Promise<T>;
   runBatched<I, R>(item: I, batch: BatchSpec<I, R>, signal?: AbortSignal): Promise<R>;
   release(): void;
 }
@@ -104,7 +129,7 @@ export class Scheduler {
    * Admits one request of `model`, or throws 503 `queue_full` when the model already holds its running capacity
    * plus --max-queue requests. A model's own `concurrency` lowers the server's per-model limit for engines that use
    * every core in one job; a model that batches runs its `batchSize` at once. `exempt` admits work the server owes to requests already admitted (a batch loop): it is
-   * never refused and not counted.
+   * never refused, not counted and not timed.
    */
   admit({ id: model, concurrency: modelConcurrency, batchSize }: ScheduledModel, { exempt = false } = {}): Admission {
     const queue = this.queueOf(model, modelConcurrency, batchSize);
@@ -122,7 +147,8 @@ export class Scheduler {
     const lane: Lane = { entries: [] };
     let released = false;
     return {
-      run: (job, signal = new AbortController().signal) => this.enqueue(model, queue, lane, { job: job as Entry['job'] }, signal) as Promise<never>,
+      run: (job, signal = new AbortController().signal, limits = {}) =>
+        this.enqueue(model, queue, lane, { job: job as Entry['job'], minTimeoutMs: limits.minTimeoutMs ?? 0, unlimited: exempt }, signal) as Promise<never>,
       runBatched: (item, batch, signal = new AbortController().signal) =>
         this.enqueue(model, queue, lane, { item, batch: batch as BatchSpec<unknown, unknown> }, signal) as Promise<never>,
       release: () => {
@@ -136,14 +162,20 @@ export class Scheduler {
   }
 
   /** Runs `job` for `model` as a request of its own when a slot is free; see `admit`. */
-  async run<T>(model: ScheduledModel, job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  async run<T>(model: ScheduledModel, job: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal, limits?: JobLimits): Promise<T> {
     if (signal?.aborted) throw new AbortedError();
     const admission = this.admit(model);
     try {
-      return await admission.run(job, signal);
+      return await admission.run(job, signal, limits);
     } finally {
       admission.release();
     }
+  }
+
+  /** How long a job may run before it is stopped (0: no limit), given what it asks for. */
+  jobTimeoutMs(minTimeoutMs = 0): number {
+    const limit = this.options.jobTimeoutMs ?? 0;
+    return limit > 0 ? Math.max(limit, minTimeoutMs) : 0;
   }
 
   /** Jobs running or waiting, across all models. */
@@ -159,7 +191,13 @@ export class Scheduler {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private enqueue(model: string, queue: ModelQueue, lane: Lane, work: Pick<Entry, 'job' | 'item' | 'batch'>, signal: AbortSignal): Promise<unknown> {
+  private enqueue(
+    model: string,
+    queue: ModelQueue,
+    lane: Lane,
+    work: Pick<Entry, 'job' | 'item' | 'batch' | 'minTimeoutMs' | 'unlimited'>,
+    signal: AbortSignal,
+  ): Promise<unknown> {
     if (signal.aborted) return Promise.reject(new AbortedError());
     return new Promise((resolve, reject) => {
       const entry: Entry = {
@@ -234,34 +272,55 @@ export class Scheduler {
       this.options.metrics.queueWait.observe({ model }, (startedAt - entry.enqueuedAt) / 1000);
     }
     const head = entries[0] as Entry;
+    const signal = head.batch ? whenAllAborted(entries.map((e) => e.signal)) : head.signal;
+    // past the time limit the work is told to stop, and its requests are answered now: work that stops late (a
+    // native step in flight) still holds the slot until it has
+    let settled = false;
+    const settle = (outcome: (entry: Entry, i: number) => void): void => {
+      if (settled) return;
+      settled = true;
+      entries.forEach(outcome);
+    };
+    const limitMs = head.unlimited ? 0 : this.jobTimeoutMs(Math.max(...entries.map((e) => e.minTimeoutMs ?? 0)));
+    const deadline = limitMs > 0 ? new AbortController() : null;
+    const timer = deadline
+      ? setTimeout(() => {
+          deadline.abort();
+          settle((entry) => {
+            this.options.metrics.jobs.inc({ model, outcome: 'timeout' });
+            entry.reject(jobTimeoutError(model, limitMs));
+          });
+        }, limitMs)
+      : undefined;
+    const jobSignal = deadline ? AbortSignal.any([signal, deadline.signal]) : signal;
     let work: Promise<unknown[]>;
     if (head.batch) {
       this.options.metrics.batchSize.observe({ model, path: 'fixed-window' }, entries.length);
       work = head.batch.run(
         entries.map((e) => e.item),
-        whenAllAborted(entries.map((e) => e.signal)),
+        jobSignal,
       );
     } else {
-      work = (head.job as NonNullable<Entry['job']>)(head.signal).then((value) => [value]);
+      work = (head.job as NonNullable<Entry['job']>)(jobSignal).then((value) => [value]);
     }
     work
       .then(
         (values) => {
           if (values.length !== entries.length) throw new Error(`a batch of ${entries.length} returned ${values.length} results`);
-          entries.forEach((entry, i) => {
+          settle((entry, i) => {
             this.options.metrics.jobs.inc({ model, outcome: 'ok' });
             entry.resolve(values[i]);
           });
         },
-        (error: unknown) => {
-          for (const entry of entries) {
+        (error: unknown) =>
+          settle((entry) => {
             this.options.metrics.jobs.inc({ model, outcome: entry.signal.aborted ? 'cancelled' : 'error' });
             entry.reject(entry.signal.aborted ? new AbortedError() : error);
-          }
-        },
+          }),
       )
-      .catch((error: unknown) => entries.forEach((entry) => entry.reject(error)))
+      .catch((error: unknown) => settle((entry) => entry.reject(error)))
       .finally(() => {
+        clearTimeout(timer);
         const ranMs = performance.now() - startedAt;
         queue.avgRunMs = queue.avgRunMs === 0 ? ranMs : queue.avgRunMs * 0.8 + ranMs * 0.2;
         queue.running -= 1;

@@ -442,6 +442,22 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
     });
   });
 
+  describe('--job-timeout-s', () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { jobTimeoutS: 0.05 });
+    });
+
+    it('stops a sentence that runs past the limit with 504 job_timeout, which the SDK is told not to retry', async () => {
+      // one sentence of a few hundred frames: far more than 50 ms of work
+      const input = `${'a long sentence that goes on and on '.repeat(8)}without an end`;
+      const response = await post(server.base, { model: modelDir, input, response_format: 'wav' });
+      assert.equal(response.headers.get('x-should-retry'), 'false');
+      await expectEnvelope(response, 504, 'job_timeout');
+      assert.equal((await fetch(`${server.base}/healthz`)).status, 200);
+    });
+  });
+
   describe('--voices-dir', () => {
     let server: TestServer;
     /** kennedy.wav (the JFK clip) and jfk.wav (a tone: clashes with the model's own voices/jfk.wav). */

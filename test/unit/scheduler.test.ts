@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../../src/errors.js';
 import { Metrics } from '../../src/services/metrics.js';
-import { AbortedError, Scheduler } from '../../src/services/scheduler.js';
+import { AbortedError, Scheduler, type BatchSpec } from '../../src/services/scheduler.js';
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve = (): void => {};
@@ -145,5 +145,65 @@ describe('scheduler', () => {
     assert.deepEqual(order, ['a1', 'b1', 'a2', 'a3'], 'the short request does not wait for all of the long one');
     long.release();
     short.release();
+  });
+  describe('job time limit (--job-timeout-s)', () => {
+    /** A job that runs until its signal fires, then takes `stopMs` to stop; records when it stopped. */
+    function stubborn(stopMs: number, stopped: { at: number | null }): (signal: AbortSignal) => Promise<never> {
+      return (signal) =>
+        new Promise((_, reject) =>
+          signal.addEventListener('abort', () =>
+            setTimeout(() => {
+              stopped.at = performance.now();
+              reject(new AbortedError());
+            }, stopMs),
+          ),
+        );
+    }
+    const isTimeout = (error: unknown): boolean =>
+      error instanceof ApiError && error.code === 'job_timeout' && error.status === 504 && error.headers['x-should-retry'] === 'false';
+
+    it('stops a job past the limit and answers at once; the slot frees when the work has stopped', async () => {
+      const metrics = new Metrics();
+      const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics, jobTimeoutMs: 50 });
+      const stopped = { at: null as number | null };
+      const runaway = scheduler.run({ id: 'm' }, stubborn(200, stopped));
+      let nextStarted: number | null = null;
+      const next = scheduler.run({ id: 'm' }, async () => void (nextStarted = performance.now()));
+      await assert.rejects(runaway, isTimeout);
+      assert.equal(stopped.at, null, 'answered before the work stopped');
+      assert.equal(scheduler.pending, 2, 'the slot is still held by the work that is stopping');
+      await next;
+      assert.ok(stopped.at !== null && nextStarted !== null && nextStarted >= stopped.at, 'the next job ran once the runaway had stopped');
+      assert.match(metrics.render(), /voxd_jobs_total\{model="m",outcome="timeout"\} 1/);
+    });
+
+    it('lets a job run as long as it asks for, and never times work admitted exempt', async () => {
+      const scheduler = new Scheduler({ maxQueue: 5, concurrency: 2, metrics: new Metrics(), jobTimeoutMs: 20 });
+      const long = scheduler.run({ id: 'm' }, () => sleep(80).then(() => 'long'), undefined, { minTimeoutMs: 1000 });
+      const loop = scheduler.admit({ id: 'm' }, { exempt: true });
+      const owed = loop.run(() => sleep(80).then(() => 'owed'));
+      assert.deepEqual(await Promise.all([long, owed]), ['long', 'owed']);
+      loop.release();
+    });
+
+    it('answers every member of a fixed-window batch that ran past the limit', async () => {
+      const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics(), jobTimeoutMs: 30 });
+      const gate = deferred();
+      const blocker = scheduler.run({ id: 'm' }, () => gate.promise);
+      const stopped = { at: null as number | null };
+      const batch: BatchSpec<string, string> = { key: 'k', maxSize: 4, run: (_items, signal) => stubborn(10, stopped)(signal) };
+      const admissions = ['a', 'b', 'c'].map(() => scheduler.admit({ id: 'm' }));
+      const members = admissions.map((admission, i) => admission.runBatched(String(i), batch));
+      gate.resolve();
+      await blocker;
+      for (const member of members) await assert.rejects(member, isTimeout);
+      admissions.forEach((admission) => admission.release());
+    });
+
+    it('sets no limit when --job-timeout-s is 0', async () => {
+      const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics(), jobTimeoutMs: 0 });
+      assert.equal(scheduler.jobTimeoutMs(5000), 0);
+      assert.equal(await scheduler.run({ id: 'm' }, () => sleep(30).then(() => 'done')), 'done');
+    });
   });
 });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel } from '../../src/engines/types.js';
+import { ApiError } from '../../src/errors.js';
 import { Metrics } from '../../src/services/metrics.js';
 import { AbortedError, Scheduler } from '../../src/services/scheduler.js';
 import { Synthesizer, type SpeakOptions } from '../../src/services/tts/synthesizer.js';
@@ -108,8 +109,8 @@ class ContinuousDouble extends SerialDouble {
   }
 }
 
-function synthesizer(maxBatchSize = 8, metrics = new Metrics()): Synthesizer {
-  return new Synthesizer({ scheduler: new Scheduler({ maxQueue: 64, concurrency: 4, metrics }), metrics, maxBatchSize });
+function synthesizer(maxBatchSize = 8, metrics = new Metrics(), jobTimeoutMs = 0): Synthesizer {
+  return new Synthesizer({ scheduler: new Scheduler({ maxQueue: 64, concurrency: 4, metrics, jobTimeoutMs }), metrics, maxBatchSize });
 }
 
 /** One request of one piece, as the speech route sends a one-sentence input. */
@@ -180,6 +181,19 @@ describe('TTS paths: continuous, fixed-window, serial', () => {
     await assert.rejects(gone, AbortedError);
     assert.equal(textOf(await kept), 'kept for sure');
     assert.deepEqual(model.cancelled, ['a request nobody waits for']);
+  });
+
+  it('continuous: a request in the session longer than a job may run is taken out with 504 job_timeout, the others go on', async () => {
+    const model = new ContinuousDouble('continuous');
+    const metrics = new Metrics();
+    const synth = synthesizer(8, metrics, 60);
+    // a step makes one character every 2 ms or more: 400 characters take far longer than 60 ms, 3 far less
+    const runaway = speakOne(synth, model, request('x'.repeat(400)));
+    const quick = speakOne(synth, model, request('yes'));
+    await assert.rejects(runaway, (error: unknown) => error instanceof ApiError && error.code === 'job_timeout' && error.status === 504);
+    assert.equal(textOf(await quick), 'yes');
+    assert.deepEqual(model.cancelled, ['x'.repeat(400)], 'its sequence was freed in the session');
+    assert.match(metrics.render(), /voxd_jobs_total\{model="continuous",outcome="timeout"\} 1/);
   });
 
   it('streaming requests and requests the hook does not support take the other paths', async () => {

@@ -11,7 +11,7 @@ import { callbackStream } from '../callback-stream.js';
 import { languageCode } from '../languages.js';
 import { observeRealTimeFactor, type Metrics } from '../metrics.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
-import type { Scheduler, ScheduledModel } from '../scheduler.js';
+import type { JobLimits, Scheduler, ScheduledModel } from '../scheduler.js';
 import { LiveTranscriber, type LiveSettings, type TurnListener } from './live-transcriber.js';
 import { LONG_AUDIO_SECONDS, transcribeSpeechChunks } from './speech-chunks.js';
 
@@ -134,8 +134,8 @@ export class Transcriber {
   }
 
   /** One engine call of `model`, as a scheduler job of its own. */
-  run<T>(model: ScheduledModel, job: (signal: AbortSignal) => Promise<T>, signal: AbortSignal): Promise<T> {
-    return this.options.scheduler.run(model, job, signal);
+  run<T>(model: ScheduledModel, job: (signal: AbortSignal) => Promise<T>, signal: AbortSignal, limits?: JobLimits): Promise<T> {
+    return this.options.scheduler.run(model, job, signal, limits);
   }
 }
 
@@ -163,6 +163,8 @@ export class Transcription implements Disposable {
         return vad ? transcribeSpeechChunks(model, vad, this.audio.samples, options) : model.transcribe(this.audio.samples, options);
       },
       this.signal,
+      // a long file may take as long as it lasts, whatever the job time limit
+      { minTimeoutMs: this.audio.duration * 1000 },
     );
     observeRealTimeFactor(this.metrics, model.id, 'stt', performance.now() - started, this.audio.duration);
     return result;

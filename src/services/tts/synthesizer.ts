@@ -12,7 +12,7 @@
  */
 import type { SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel } from '../../engines/types.js';
 import { observeRealTimeFactor, type Metrics } from '../metrics.js';
-import { AbortedError, type Admission, type Scheduler } from '../scheduler.js';
+import { AbortedError, jobTimeoutError, type Admission, type Scheduler } from '../scheduler.js';
 
 export type SynthesisPath = 'continuous' | 'fixed-window' | 'serial';
 
@@ -128,6 +128,8 @@ interface Member {
   signal: AbortSignal | undefined;
   enqueuedAt: number;
   slot: number | null;
+  /** Ends the member when it has been in the session for longer than a job may run (--job-timeout-s). */
+  deadline: NodeJS.Timeout | undefined;
   resolve: (samples: Float32Array) => void;
   reject: (error: unknown) => void;
 }
@@ -151,19 +153,26 @@ class ContinuousBatch {
   submit(request: SynthesisRequest, signal: AbortSignal | undefined): Promise<Float32Array> {
     if (signal?.aborted) return Promise.reject(new AbortedError());
     return new Promise((resolve, reject) => {
-      const member: Member = { request, signal, enqueuedAt: performance.now(), slot: null, resolve, reject };
-      signal?.addEventListener('abort', () => this.cancel(member), { once: true });
+      const member: Member = { request, signal, enqueuedAt: performance.now(), slot: null, deadline: undefined, resolve, reject };
+      signal?.addEventListener('abort', () => this.cancel(member, new AbortedError(), 'cancelled'), { once: true });
       this.waiting.push(member);
       this.ensureRunning();
     });
   }
 
-  private cancel(member: Member): void {
+  /** Takes a member out, waiting or in the session, and fails it with `error` (a no-op once it has ended). */
+  private cancel(member: Member, error: Error, outcome: 'cancelled' | 'timeout'): void {
     const waitingAt = this.waiting.indexOf(member);
+    const active = member.slot !== null && this.active.get(member.slot) === member;
+    if (waitingAt < 0 && !active) return;
     if (waitingAt >= 0) this.waiting.splice(waitingAt, 1);
-    if (member.slot !== null && this.active.delete(member.slot)) this.session?.cancel(member.slot);
-    this.options.metrics.jobs.inc({ model: this.model.id, outcome: 'cancelled' });
-    member.reject(new AbortedError());
+    if (active) {
+      this.active.delete(member.slot as number);
+      this.session?.cancel(member.slot as number);
+    }
+    clearTimeout(member.deadline);
+    this.options.metrics.jobs.inc({ model: this.model.id, outcome });
+    member.reject(error);
   }
 
   private ensureRunning(): void {
@@ -175,7 +184,10 @@ class ContinuousBatch {
     admission
       .run(() => this.loop())
       .catch((error: unknown) => {
-        for (const member of [...this.active.values(), ...this.waiting.splice(0)]) member.reject(error);
+        for (const member of [...this.active.values(), ...this.waiting.splice(0)]) {
+          clearTimeout(member.deadline);
+          member.reject(error);
+        }
         this.active.clear();
       })
       .finally(() => {
@@ -186,7 +198,7 @@ class ContinuousBatch {
   }
 
   private async loop(): Promise<void> {
-    const { metrics, maxBatchSize } = this.options;
+    const { metrics, maxBatchSize, scheduler } = this.options;
     const model = this.model.id;
     const session = (this.model.createBatchSession as NonNullable<TtsModel['createBatchSession']>)(maxBatchSize);
     this.session = session;
@@ -204,6 +216,8 @@ class ContinuousBatch {
           }
           this.active.set(member.slot, member);
           metrics.batchJoinWait.observe({ model }, (performance.now() - member.enqueuedAt) / 1000);
+          const limitMs = scheduler.jobTimeoutMs();
+          if (limitMs > 0) member.deadline = setTimeout(() => this.cancel(member, jobTimeoutError(model, limitMs), 'timeout'), limitMs);
         }
         if (this.active.size === 0) return;
         metrics.batchSize.observe({ model, path: 'continuous' }, this.active.size);
@@ -211,6 +225,7 @@ class ContinuousBatch {
           const member = this.active.get(result.slot);
           if (!member) continue; // cancelled while the step ran
           this.active.delete(result.slot);
+          clearTimeout(member.deadline);
           if ('error' in result) {
             metrics.jobs.inc({ model, outcome: 'error' });
             member.reject(result.error);
