@@ -2,12 +2,13 @@
 // on and the row floor that keeps a row's kernels the same alone as in any batch.
 #pragma once
 
+#include "voxd-cpu-gate.h"
+
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
 
 #include <algorithm>
-#include <thread>
 
 // Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
 // Whisper"): on x86 ggml gives 2 or more rows to llamafile's tinyBLAS and a lone row to vec_dot, elsewhere tinyBLAS
@@ -18,9 +19,10 @@ constexpr int VOXD_MIN_PRODUCT_ROWS = 2;
 constexpr int VOXD_MIN_PRODUCT_ROWS = 8;
 #endif
 
-// CPU threads when a model's options leave it open: every core, up to 8.
+// CPU threads when a model's options leave it open: every core the process may run on (a container's cpuset or a
+// taskset may allow fewer than the machine has: a thread more than cores would spin at ggml's barriers), up to 8.
 inline int voxd_default_threads() {
-    return (int) std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+    return std::min(8, voxd_cpu_gate::available_cores());
 }
 
 // The `device`-th GPU when `use_gpu` and the addon was built with a GPU backend, else the CPU; `is_cpu` says which.

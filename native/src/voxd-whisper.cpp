@@ -362,7 +362,7 @@ private:
         voxd_whisper_model_data::state_ptr st = m_model->acquire();
 
         whisper_full_params wp = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-        wp.n_threads           = m_params.threads > 0 ? m_params.threads : (int) std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+        wp.n_threads           = m_params.threads > 0 ? m_params.threads : std::min(4, voxd_cpu_gate::available_cores());
         wp.translate           = m_params.translate;
         wp.no_context          = true; // clears any text a pooled state kept from its previous request
         wp.print_progress      = false;
