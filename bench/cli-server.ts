@@ -3,6 +3,7 @@
  * with caches and logs under `scratch`, the hub out of reach, and its stderr kept for the error of a failed start.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cliEnv, freePort } from '../test/helpers/process.js';
@@ -49,4 +50,12 @@ export async function stopCliServer(server: CliServer): Promise<number | null> {
   const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
   server.child.kill('SIGTERM');
   return exited;
+}
+
+/** A process's resident memory (VmRSS), MiB. */
+export function rssMiB(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status);
+  if (!kib) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(kib[1]) / 1024;
 }

@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { startCliServer, stopCliServer } from './cli-server.js';
+import { rssMiB, startCliServer, stopCliServer } from './cli-server.js';
 import { pcm16, readWavMono, wavBytes } from '../test/helpers/wav.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -88,13 +88,6 @@ function turnsOfSpeech(): string[][] {
     }
   }
   return turns;
-}
-
-function rssMiB(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status);
-  if (!kib) throw new Error(`no VmRSS for process ${pid}`);
-  return Number(kib[1]) / 1024;
 }
 
 /** One live session: connect, one committed turn, the transcript, close. Resolves the transcript. */
