@@ -76,6 +76,15 @@ export interface WsOptions {
   idleTimeoutSeconds: number;
 }
 
+/** What a transport bounds besides its timeouts. */
+export interface TransportLimits {
+  /**
+   * Connections open at once; one more is answered `503 too_many_connections` and closed (node:http only: uWS has
+   * no connection hook in JavaScript, docs/deploy.md). Undefined: no limit.
+   */
+  maxConnections?: number;
+}
+
 export interface Transport {
   readonly name: TransportName;
   /** Every HTTP request (upgrades to WebSocket routes excepted), with its head copied and its channel. */

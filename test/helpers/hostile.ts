@@ -39,16 +39,20 @@ export async function healthy(base: string): Promise<boolean> {
   );
 }
 
-/** Writes `request` on a fresh connection and returns every byte the server sent until it closed (or `ms` passed). */
-export async function rawExchange(base: string, request: string | Buffer, ms = 3000): Promise<{ text: string; closed: boolean }> {
+/**
+ * Writes `request` on a fresh connection and returns every byte the server sent until it closed (or `ms` passed),
+ * and when the connection closed.
+ */
+export async function rawExchange(base: string, request: string | Buffer, ms = 3000): Promise<{ text: string; closed: boolean; closedAfterMs: number }> {
   const { hostname, port } = new URL(base);
+  const started = performance.now();
   return new Promise((resolve) => {
     const socket = net.connect(Number(port), hostname, () => socket.write(request));
     let text = '';
     const finish = (closed: boolean): void => {
       clearTimeout(timer);
       socket.destroy();
-      resolve({ text, closed });
+      resolve({ text, closed, closedAfterMs: performance.now() - started });
     };
     const timer = setTimeout(() => finish(false), ms);
     socket.on('data', (chunk) => (text += chunk.toString('latin1')));
@@ -60,6 +64,66 @@ export async function rawExchange(base: string, request: string | Buffer, ms = 3
 /** The status lines of every response in a raw exchange. */
 export function statusLines(text: string): string[] {
   return [...text.matchAll(/HTTP\/1\.1 (\d{3})[^\r\n]*/g)].map((m) => m[1] as string);
+}
+
+/** What a client that holds connections open saw of them. */
+export interface HeldConnections {
+  /** How many the server closed within the time given. */
+  closed: number;
+  /** When the last of those closed. */
+  slowestCloseMs: number;
+  /** How many got each answer before they closed, by status (`none` for no answer). */
+  answers: Record<string, number>;
+}
+
+/**
+ * Opens `count` connections that send nothing (`dribble` false) or a request head one header line every 2 s, and
+ * waits up to `seconds` for the server to close them.
+ */
+export async function heldConnections(base: string, count: number, dribble: boolean, seconds: number): Promise<HeldConnections> {
+  const { hostname, port } = new URL(base);
+  const started = performance.now();
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<{ closedAfterMs: number | null; answer: string }>((resolve) => {
+          const socket = net.connect(Number(port), hostname);
+          let answer = '';
+          let lines = 0;
+          const dribbler = dribble ? setInterval(() => socket.write(lines++ === 0 ? 'GET /healthz HTTP/1.1\r\n' : `X-Line-${lines}: a\r\n`), 2000) : null;
+          const finish = (closedAfterMs: number | null): void => {
+            clearTimeout(deadline);
+            if (dribbler) clearInterval(dribbler);
+            socket.destroy();
+            resolve({ closedAfterMs, answer: statusLines(answer)[0] ?? 'none' });
+          };
+          const deadline = setTimeout(() => finish(null), seconds * 1000);
+          socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+          socket.on('error', () => undefined);
+          socket.on('close', () => finish(performance.now() - started));
+        }),
+    ),
+  );
+  const closedAfter = outcomes.flatMap((o) => (o.closedAfterMs === null ? [] : [o.closedAfterMs]));
+  const answers: Record<string, number> = {};
+  for (const { answer } of outcomes) answers[answer] = (answers[answer] ?? 0) + 1;
+  return { closed: closedAfter.length, slowestCloseMs: Math.max(0, ...closedAfter), answers };
+}
+
+/** `count` connections opened and kept, sending nothing (the caller closes them). */
+export async function openConnections(base: string, count: number): Promise<net.Socket[]> {
+  const { hostname, port } = new URL(base);
+  return Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<net.Socket>((resolve) => {
+          const socket = net.connect(Number(port), hostname, () => resolve(socket));
+          socket.on('error', () => undefined);
+        }),
+    ),
+  );
 }
 
 /**

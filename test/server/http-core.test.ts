@@ -4,6 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { createHttpServer, type HttpLogger, type HttpServer, type ResponseInfo } from '../../src/http/server.js';
+import type { TransportLimits } from '../../src/http/transport.js';
+import { envelopeCode, heldConnections, openConnections, rawExchange, statusLines } from '../helpers/hostile.js';
 import { testTransport } from '../helpers/transport.js';
 
 interface LogEntry {
@@ -18,13 +20,13 @@ function capturingLogger(): HttpLogger & { entries: LogEntry[] } {
   return { entries, error: log('error'), warn: log('warn'), info: log('info') };
 }
 
-async function startServer(setup: (server: HttpServer) => void, allowedOrigins?: string[]) {
+async function startServer(setup: (server: HttpServer) => void, allowedOrigins?: string[], limits?: TransportLimits) {
   const logger = capturingLogger();
   const responses: ResponseInfo[] = [];
-  const server = createHttpServer({ transport: testTransport(), logger, allowedOrigins, onResponse: (info) => responses.push(info) });
+  const server = createHttpServer({ transport: testTransport(limits), logger, allowedOrigins, onResponse: (info) => responses.push(info) });
   setup(server);
   const port = await server.listen('127.0.0.1', 0);
-  return { server, logger, responses, url: (path: string) => `http://127.0.0.1:${port}${path}` };
+  return { server, logger, responses, base: `http://127.0.0.1:${port}`, url: (path: string) => `http://127.0.0.1:${port}${path}` };
 }
 
 interface Envelope {
@@ -363,5 +365,56 @@ describe('http core: graceful close', () => {
     await server.close(100);
     await expectError(await pending, 503, 'shutting_down');
     assert.ok(logger.entries.some((entry) => entry.level === 'warn' && /interrupting/.test(entry.msg ?? '')));
+  });
+});
+
+describe('http core: the wire', () => {
+  let ctx: Awaited<ReturnType<typeof startServer>>;
+
+  before(async () => {
+    ctx = await startServer((server) => {
+      server.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' }));
+      server.route('POST', '/body', async (req, reply) => reply.json({ bytes: (await req.body(1024)).length }));
+    });
+  });
+
+  after(() => ctx.server.close());
+
+  it('closes connections that send nothing, dribble their head, idle after an answer or stall their body, within 15 s', async () => {
+    const [silent, dribbling, idle, stalled] = await Promise.all([
+      heldConnections(ctx.base, 5, false, 15),
+      heldConnections(ctx.base, 5, true, 15),
+      rawExchange(ctx.base, 'GET /hello HTTP/1.1\r\nHost: x\r\n\r\n', 15_000),
+      rawExchange(ctx.base, 'POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab', 15_000),
+    ]);
+    assert.equal(silent.closed, 5, 'connections that sent nothing');
+    assert.equal(dribbling.closed, 5, 'connections that sent a header line every 2 s');
+    // uWS closes them unanswered; node:http says why
+    const answer = ctx.server.transport === 'uws' ? 'none' : '408';
+    assert.deepEqual([silent.answers, dribbling.answers], [{ [answer]: 5 }, { [answer]: 5 }]);
+    assert.deepEqual([statusLines(idle.text), idle.closed], [['200'], true], 'a kept-alive connection with no next request');
+    assert.deepEqual([stalled.text, stalled.closed], ['', true], 'a body that stopped arriving');
+  });
+});
+
+describe('http core: connection limit', () => {
+  it('answers a connection beyond maxConnections with 503 and closes it; one that closes makes room (node:http)', async (t) => {
+    const { server, base, url } = await startServer((s) => s.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' })), undefined, {
+      maxConnections: 2,
+    });
+    t.after(() => server.close());
+    if (server.transport === 'uws') return t.skip('uWS has no connection hook in JavaScript (docs/deploy.md)');
+    const held = await openConnections(base, 2);
+    const refused = await fetch(url('/hello'));
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(envelopeCode(Buffer.from(await refused.arrayBuffer())), 'too_many_connections');
+    held[0]!.destroy();
+    const deadline = performance.now() + 5000;
+    while ((await fetch(url('/hello'))).status !== 200) {
+      assert.ok(performance.now() < deadline, 'a connection that closed makes room');
+      await sleep(20);
+    }
+    for (const socket of held) socket.destroy();
   });
 });
