@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   request_timeout: { status: 408, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  headers_too_large: { status: 431, type: 'invalid_request_error' },
   queue_full: { status: 503, type: 'server_error' },
   too_many_connections: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },

@@ -5,8 +5,8 @@
  * the connection, as do 10 s without a request on a kept-alive one and a body that stops arriving for 10 s; a
  * WebSocket that sends nothing (pings answered count) for its idle timeout is closed, and a client that takes no
  * bytes for MAX_STALL_SECONDS is cut. Where node:http would answer without the error envelope or not at all, it
- * answers with the envelope: a request its parser refuses (conflicting lengths, say), a head too slow (408), a
- * connection beyond `maxConnections` (503).
+ * answers with the envelope: a request its parser refuses (conflicting lengths, say), an HTTP/1.1 request without
+ * `Host`, a head too large (431) or too slow (408), a connection beyond `maxConnections` (503).
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
@@ -130,6 +130,8 @@ class NodeChannel implements ResponseChannel {
   send(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
     if (this.#state !== 'open') return;
     this.#writeHead(status, headers, closeConnection);
+    // node:http sends no body after a HEAD, and no length unless told
+    if (this.#req.method === 'HEAD' && status !== 204 && status !== 304) this.#res.setHeader('content-length', body.byteLength);
     this.#res.end(status === 204 || status === 304 ? undefined : body);
     if (this.#res.writableNeedDrain) this.#stall();
   }
@@ -243,6 +245,8 @@ function parseFailure(error: NodeJS.ErrnoException): ApiError {
   switch (error.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new ApiError('request_timeout', `The request head did not arrive within ${HEAD_TIMEOUT_MS / 1000} s`);
+    case 'HPE_HEADER_OVERFLOW':
+      return new ApiError('headers_too_large', `The request head is larger than ${http.maxHeaderSize} bytes`);
     default:
       return new ApiError('invalid_request', `Malformed request: ${error.message.replace(/^Parse Error: /, '')}`);
   }
@@ -263,6 +267,16 @@ function refuseConnection(socket: net.Socket, maxConnections: number): void {
   );
 }
 
+const MISSING_HOST = 'Malformed request: an HTTP/1.1 request must have a Host header';
+
+/** Answers a request with an error's envelope, without the server's layers, and closes its connection. */
+function refuseRequest(res: ServerResponse, refusal: ApiError): void {
+  const body = JSON.stringify(errorEnvelope(refusal));
+  res.shouldKeepAlive = false;
+  res.writeHead(refusal.status, { ...refusal.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
 interface WsRouteEntry {
   accept(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
@@ -275,6 +289,8 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
     headersTimeout: HEAD_TIMEOUT_MS,
     connectionsCheckingInterval: HEAD_CHECK_INTERVAL_MS,
     keepAliveTimeout: KEEP_ALIVE_MS,
+    // node:http's own refusal has no envelope: see `serve`
+    requireHostHeader: false,
   });
   const wsRoutes = new Map<string, WsRouteEntry>();
   const sockets = new Set<WebSocket>();
@@ -306,7 +322,14 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
 
     onRequest(handler) {
       // a request without a body ends unread: node:http discards it once the response is sent
-      server.on('request', (req: IncomingMessage, res: ServerResponse) => handler(readRequestHead(req), new NodeChannel(req, res)));
+      const serve = (req: IncomingMessage, res: ServerResponse): void => {
+        const head = readRequestHead(req);
+        if (head.headers.host === undefined && req.httpVersion === '1.1') return refuseRequest(res, new ApiError('invalid_request', MISSING_HOST));
+        handler(head, new NodeChannel(req, res));
+      };
+      server.on('request', serve);
+      // another expectation: served as if it were not there, as uWS does (node:http would answer 417, no envelope)
+      server.on('checkExpectation', serve);
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {

@@ -66,6 +66,36 @@ export function statusLines(text: string): string[] {
   return [...text.matchAll(/HTTP\/1\.1 (\d{3})[^\r\n]*/g)].map((m) => m[1] as string);
 }
 
+/**
+ * Requests that are unusual or malformed on the wire, each with node:http's answer and uWebSockets.js 20.30's
+ * (null: none: its parser keeps waiting for a request it can take, and closes the connection at its idle timeout;
+ * docs/deploy.md). A large head sent in one write is read whole by uWS, which bounds only heads that come in pieces
+ * (to 4 KiB).
+ */
+export const UNUSUAL_REQUESTS: Readonly<Record<string, { request: string; nodeStatus: string; uwsStatus: string | null }>> = {
+  'HTTP/1.0': { request: 'GET /healthz HTTP/1.0\r\n\r\n', nodeStatus: '200', uwsStatus: null },
+  'HTTP/1.1 without Host': { request: 'GET /healthz HTTP/1.1\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'obs-fold': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'space before a colon': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A : a\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'bare LF': { request: 'GET /healthz HTTP/1.1\nHost: x\n\n', nodeStatus: '400', uwsStatus: null },
+  'bare CR': { request: 'GET /healthz HTTP/1.1\r\nHost: x\rX-A: a\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'NUL in a header': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'header without a colon': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  '120 headers': {
+    request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 120 }, (_, i) => `X-H${i}: v\r\n`).join('')}\r\n`,
+    nodeStatus: '200',
+    uwsStatus: null,
+  },
+  'a 20 KiB head': { request: `GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20 * 1024)}\r\n\r\n`, nodeStatus: '431', uwsStatus: '200' },
+  'absolute-form target': { request: 'GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n', nodeStatus: '200', uwsStatus: null },
+  'OPTIONS *': { request: 'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n', nodeStatus: '404', uwsStatus: null },
+};
+
+/** A request whose answer takes a while (on a voxd server: a speech request) with a quick one pipelined behind it. */
+export function pipelinedBehindSlow(slow: string): string {
+  return `${slow}GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`;
+}
+
 /** What a client that holds connections open saw of them. */
 export interface HeldConnections {
   /** How many the server closed within the time given. */

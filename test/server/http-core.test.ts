@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { createHttpServer, type HttpLogger, type HttpServer, type ResponseInfo } from '../../src/http/server.js';
 import type { TransportLimits } from '../../src/http/transport.js';
-import { envelopeCode, heldConnections, openConnections, rawExchange, statusLines } from '../helpers/hostile.js';
+import { envelopeCode, heldConnections, openConnections, pipelinedBehindSlow, rawExchange, statusLines, UNUSUAL_REQUESTS } from '../helpers/hostile.js';
 import { testTransport } from '../helpers/transport.js';
 
 interface LogEntry {
@@ -27,6 +27,30 @@ async function startServer(setup: (server: HttpServer) => void, allowedOrigins?:
   setup(server);
   const port = await server.listen('127.0.0.1', 0);
   return { server, logger, responses, base: `http://127.0.0.1:${port}`, url: (path: string) => `http://127.0.0.1:${port}${path}` };
+}
+
+interface RawResponse {
+  status: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * The responses in a raw exchange's bytes, each with its status, lower-case headers and body (by Content-Length;
+ * none for the answer to a HEAD, by the methods of the requests in order).
+ */
+function responsesIn(text: string, methods: string[] = []): RawResponse[] {
+  const responses: RawResponse[] = [];
+  for (let at = 0; at < text.length;) {
+    const headEnd = text.indexOf('\r\n\r\n', at);
+    assert.ok(headEnd > 0, `a whole head in ${JSON.stringify(text.slice(at))}`);
+    const [statusLine = '', ...lines] = text.slice(at, headEnd).split('\r\n');
+    const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+    const bodyLength = statusLine.includes(' 100 ') || methods[responses.length] === 'HEAD' ? 0 : Number(headers['content-length'] ?? 0);
+    responses.push({ status: statusLine.split(' ')[1] ?? '', headers, body: text.slice(headEnd + 4, headEnd + 4 + bodyLength) });
+    at = headEnd + 4 + bodyLength;
+  }
+  return responses;
 }
 
 interface Envelope {
@@ -148,7 +172,7 @@ describe('http core', () => {
 
   it('answers a known path with a wrong method with 405 and Allow', async () => {
     const response = await fetch(ctx.url('/things'), { method: 'PUT' });
-    assert.equal(response.headers.get('allow'), 'GET, POST, DELETE, OPTIONS');
+    assert.equal(response.headers.get('allow'), 'GET, HEAD, POST, DELETE, OPTIONS');
     await expectError(response, 405, 'method_not_allowed');
     const deleted = await fetch(ctx.url('/things'), { method: 'DELETE' });
     assert.equal(deleted.status, 204);
@@ -250,7 +274,7 @@ describe('http core', () => {
     });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
-    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
+    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, DELETE, OPTIONS');
     assert.equal(preflight.headers.get('access-control-allow-headers'), 'content-type, x-stainless-lang');
     assert.equal(preflight.headers.get('access-control-max-age'), '86400');
   });
@@ -373,12 +397,66 @@ describe('http core: the wire', () => {
 
   before(async () => {
     ctx = await startServer((server) => {
+      server.route('GET', '/healthz', (_req, reply) => reply.json({ status: 'ok' }));
       server.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' }));
+      server.route('POST', '/things', (_req, reply) => reply.json({ created: true }, 201));
       server.route('POST', '/body', async (req, reply) => reply.json({ bytes: (await req.body(1024)).length }));
+      server.route('GET', '/slow', async (_req, reply) => {
+        await sleep(300);
+        reply.json({ slow: true });
+      });
     });
   });
 
   after(() => ctx.server.close());
+
+  it("answers HEAD with the GET's head and no body, and the connection goes on", async () => {
+    const head = await fetch(ctx.url('/hello'), { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-type'), 'application/json');
+    assert.equal(head.headers.get('content-length'), '17', 'the length of the body a GET gets');
+    assert.equal(await head.text(), '');
+    // a body after a HEAD's head would be read as the next response's start
+    const pair = await rawExchange(
+      ctx.base,
+      'HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\nHEAD /things HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    const [ok, refused, get] = responsesIn(pair.text, ['HEAD', 'HEAD', 'GET']);
+    assert.deepEqual([ok?.status, ok?.headers['content-length'], ok?.body], ['200', '17', '']);
+    assert.deepEqual([refused?.status, refused?.headers.allow, refused?.body], ['405', 'POST, OPTIONS', '']);
+    assert.deepEqual([get?.status, get?.body], ['200', '{"hello":"world"}']);
+    const preflight = await fetch(ctx.url('/hello'), { method: 'OPTIONS' });
+    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, HEAD, OPTIONS');
+  });
+
+  it('answers unusual and malformed requests as node:http does (uWS leaves most unanswered and closes them within 15 s)', async () => {
+    const cases = Object.entries(UNUSUAL_REQUESTS);
+    const exchanges = await Promise.all(cases.map(([, { request }]) => rawExchange(ctx.base, request, 15_000)));
+    for (const [index, [name, { nodeStatus, uwsStatus }]] of cases.entries()) {
+      const { text, closed } = exchanges[index]!;
+      const status = ctx.server.transport === 'uws' ? uwsStatus : nodeStatus;
+      if (status === null) {
+        assert.deepEqual([text, closed], ['', true], name);
+        continue;
+      }
+      assert.deepEqual(statusLines(text), [status], `${name}: ${text}`);
+      if (status.startsWith('4')) {
+        assert.ok(envelopeCode(Buffer.from(text.slice(text.indexOf('\r\n\r\n') + 4), 'latin1')), `${name}: the error envelope`);
+        assert.equal(closed, true, `${name}: closed after the refusal`);
+      }
+    }
+  });
+
+  it('answers a request pipelined behind a slow one, in order (uWS drops the connection, answering neither)', async () => {
+    const { text, closed } = await rawExchange(ctx.base, pipelinedBehindSlow('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n'), 15_000);
+    assert.equal(closed, true);
+    if (ctx.server.transport === 'uws') assert.equal(text, '');
+    else
+      assert.deepEqual(
+        responsesIn(text).map((r) => r.body),
+        ['{"slow":true}', '{"status":"ok"}'],
+      );
+  });
 
   it('closes connections that send nothing, dribble their head, idle after an answer or stall their body, within 15 s', async () => {
     const [silent, dribbling, idle, stalled] = await Promise.all([
