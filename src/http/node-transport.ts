@@ -56,6 +56,8 @@ const SETTLED: Promise<void> = Promise.resolve();
 class NodeChannel implements ResponseChannel {
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
+  /** The client sent `Expect: 100-continue` and waits to be asked for its body (`bodyWanted`). */
+  #awaitingContinue: boolean;
   /** Whether the body's idle timeout is armed on the socket (only for a request with a body: see onBody). */
   #bodyTimeout = false;
   /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
@@ -70,9 +72,10 @@ class NodeChannel implements ResponseChannel {
   #stallTimer: NodeJS.Timeout | null = null;
   #drainWatched = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse) {
+  constructor(req: IncomingMessage, res: ServerResponse, awaitingContinue: boolean) {
     this.#req = req;
     this.#res = res;
+    this.#awaitingContinue = awaitingContinue;
     res.once('finish', () => {
       this.#state = 'finished';
       this.#unstall();
@@ -117,6 +120,13 @@ class NodeChannel implements ResponseChannel {
       socket.setTimeout(0);
       sink(Buffer.alloc(0), true);
     });
+  }
+
+  bodyWanted(limitBytes: number): void {
+    if (!this.#awaitingContinue) return;
+    this.#awaitingContinue = false;
+    // over the limit, the reader's 413 is the answer: node:http then closes the connection, the body never sent
+    if (!(Number(this.#req.headers['content-length']) > limitBytes)) this.#res.writeContinue();
   }
 
   pause(): void {
@@ -322,14 +332,16 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
 
     onRequest(handler) {
       // a request without a body ends unread: node:http discards it once the response is sent
-      const serve = (req: IncomingMessage, res: ServerResponse): void => {
+      const serve = (req: IncomingMessage, res: ServerResponse, awaitingContinue: boolean): void => {
         const head = readRequestHead(req);
         if (head.headers.host === undefined && req.httpVersion === '1.1') return refuseRequest(res, new ApiError('invalid_request', MISSING_HOST));
-        handler(head, new NodeChannel(req, res));
+        handler(head, new NodeChannel(req, res, awaitingContinue));
       };
-      server.on('request', serve);
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
+      // `Expect: 100-continue`: 100 Continue waits for the handler to want the body (bodyWanted)
+      server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true));
       // another expectation: served as if it were not there, as uWS does (node:http would answer 417, no envelope)
-      server.on('checkExpectation', serve);
+      server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {

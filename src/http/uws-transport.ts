@@ -150,6 +150,9 @@ class UwsChannel implements ResponseChannel {
     this.#bodySink = sink;
   }
 
+  /** uWS answers `Expect: 100-continue` itself, before the handler runs. */
+  bodyWanted(): void {}
+
   pause(): void {
     this.#use((res) => res.pause());
   }

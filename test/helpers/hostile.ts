@@ -157,6 +157,51 @@ export async function openConnections(base: string, count: number): Promise<net.
 }
 
 /**
+ * Sends a POST head with `Expect: 100-continue` declaring `declaredBytes` (the body's length by default), and
+ * `body` only once the server asks for it: the status lines the server sent (interim ones included) until the
+ * final answer was whole, and whether the server then closed the connection.
+ */
+export async function expectContinue(
+  base: string,
+  route: string,
+  body: string,
+  declaredBytes = Buffer.byteLength(body),
+): Promise<{ statuses: string[]; closed: boolean }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
+    );
+    let text = '';
+    let closed = false;
+    let settled = false;
+    const finish = (): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ statuses: statusLines(text), closed });
+    };
+    const timer = setTimeout(finish, 5000);
+    socket.on('data', (chunk) => {
+      const invited = text === '' && chunk.toString('latin1').startsWith('HTTP/1.1 100 ');
+      text += chunk.toString('latin1');
+      if (invited) socket.write(body);
+      // the final answer is whole: a moment more to see whether the server closes the connection
+      const final = /HTTP\/1\.1 [2-5]\d\d [^]*?\r\n\r\n/.exec(text);
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(final?.[0] ?? '')?.[1] ?? NaN);
+      if (final && text.length >= final.index + final[0].length + length) setTimeout(finish, 200);
+    });
+    socket.on('error', () => undefined);
+    socket.on('end', () => (closed = true));
+    socket.on('close', () => {
+      closed = true;
+      finish();
+    });
+  });
+}
+
+/**
  * A request whose Content-Length headers disagree, with a second request behind the shorter body: the server must
  * answer 400 (or drop the connection) and never serve the hidden request.
  */

@@ -5,7 +5,16 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { createHttpServer, type HttpLogger, type HttpServer, type ResponseInfo } from '../../src/http/server.js';
 import type { TransportLimits } from '../../src/http/transport.js';
-import { envelopeCode, heldConnections, openConnections, pipelinedBehindSlow, rawExchange, statusLines, UNUSUAL_REQUESTS } from '../helpers/hostile.js';
+import {
+  envelopeCode,
+  expectContinue,
+  heldConnections,
+  openConnections,
+  pipelinedBehindSlow,
+  rawExchange,
+  statusLines,
+  UNUSUAL_REQUESTS,
+} from '../helpers/hostile.js';
 import { testTransport } from '../helpers/transport.js';
 
 interface LogEntry {
@@ -456,6 +465,15 @@ describe('http core: the wire', () => {
         responsesIn(text).map((r) => r.body),
         ['{"slow":true}', '{"status":"ok"}'],
       );
+  });
+
+  it('answers Expect: 100-continue with the final status when the declared body is over the limit', async () => {
+    const refused = await expectContinue(ctx.base, '/body', '', 900_000_000);
+    // uWS sends 100 Continue itself, before voxd sees the request
+    assert.deepEqual(refused.statuses, ctx.server.transport === 'uws' ? ['100', '413'] : ['413']);
+    if (ctx.server.transport === 'node') assert.equal(refused.closed, true, 'the body is never read: the connection closes');
+    const invited = await expectContinue(ctx.base, '/body', 'x'.repeat(100));
+    assert.deepEqual(invited.statuses, ['100', '200']);
   });
 
   it('closes connections that send nothing, dribble their head, idle after an answer or stall their body, within 15 s', async () => {
