@@ -2,7 +2,8 @@
  * The hostile-client repros (`npm run bench:hostile`): starts a real server (`node dist/src/cli.js serve`) and
  * runs, against it, what once crashed, hung, filled memory or failed it, printing what it saw for each. The
  * assertions live in test/server/robustness.test.ts; this is the same set of probes (test/helpers/hostile.ts) run by hand,
- * with the heavy ones (a 590 s separation, several concurrent FIFO references) the test suite leaves out.
+ * with the heavy ones (a 590 s separation, several concurrent FIFO references, 1500 held connections per transport)
+ * the test suite leaves out.
  * The memory of live sessions has a soak of its own: `npm run bench:soak`.
  */
 import { execFileSync } from 'node:child_process';
@@ -13,16 +14,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   conflictingContentLength,
+  expectContinue,
   healthy,
+  heldConnections,
   longSpeechText,
   oversizedUpload,
   pausedSpeechStream,
+  pipelinedBehindSlow,
   postJson,
+  rawExchange,
   RealtimeProbe,
+  statusLines,
+  UNUSUAL_REQUESTS,
   wsUpgrade,
 } from '../test/helpers/hostile.js';
 import { interleavedWavBytes } from '../test/helpers/wav.js';
-import { startCliServer } from './cli-server.js';
+import { startCliServer, stopCliServer } from './cli-server.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-hostile-'));
@@ -32,6 +39,10 @@ function report(defect: string, sent: string, saw: string): void {
   const line = `${defect.padEnd(34)} ${sent.padEnd(58)} ${saw}`;
   lines.push(line);
   console.log(line);
+}
+
+function openFiles(pid: number): number {
+  return fs.readdirSync(`/proc/${pid}/fd`).length;
 }
 
 function peakRssMiB(pid: number): number {
@@ -176,6 +187,45 @@ for (const [name, id] of [
   report('11 oversized uploads', '20 x 150 MiB (limit 100), half chunked', JSON.stringify(outcomes));
   const headers = (await fetch(`${base}/healthz`)).headers;
   report('11 transport header', 'any response', `uWebSockets header ${headers.get('uwebsockets') ?? 'absent'}`);
+}
+
+// 12 to 14. connections, the wire and Expect, on each transport (a server of its own each, default limits)
+for (const transport of ['uws', 'node'] as const) {
+  const own = await startCliServer(scratch, ['--transport', transport]);
+  const before = openFiles(own.pid);
+  for (const dribble of [false, true]) {
+    let most = before;
+    const sampler = setInterval(() => (most = Math.max(most, openFiles(own.pid))), 500);
+    const held = await heldConnections(own.base, 1500, dribble, 20);
+    clearInterval(sampler);
+    await sleep(2000); // for the server to see the last closes
+    report(
+      `12 held connections (${transport})`,
+      `1500 ${dribble ? 'sending a header line every 2 s' : 'sending nothing'}`,
+      `${held.closed} closed within 20 s (last ${Math.round(held.slowestCloseMs)} ms), answers ${JSON.stringify(held.answers)}; ` +
+        `server fds ${before}, at most ${most}, ${openFiles(own.pid)} 2 s after; healthy ${await healthy(own.base)}`,
+    );
+  }
+  for (const [name, { request }] of Object.entries(UNUSUAL_REQUESTS)) {
+    const { text, closed, closedAfterMs } = await rawExchange(own.base, request, 15_000);
+    report(
+      `13 the wire (${transport})`,
+      name,
+      `[${statusLines(text).join(', ')}], ${closed ? `closed after ${Math.round(closedAfterMs)} ms` : 'open after 15 s'}`,
+    );
+  }
+  const speech = JSON.stringify({ model: 'tts-1', input: 'Hello there.', response_format: 'wav' });
+  const pipelined = await rawExchange(
+    own.base,
+    pipelinedBehindSlow(`POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${speech.length}\r\n\r\n${speech}`),
+    15_000,
+  );
+  report(`13 the wire (${transport})`, 'GET /healthz pipelined behind a speech request', `[${statusLines(pipelined.text).join(', ')}]`);
+  const head = await rawExchange(own.base, 'HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  report(`13 the wire (${transport})`, 'HEAD /v1/models, then GET /healthz', `[${statusLines(head.text).join(', ')}], ${head.text.length} bytes`);
+  const expected = await expectContinue(own.base, '/v1/audio/speech', '', 900_000_000);
+  report(`14 Expect (${transport})`, '100-continue, Content-Length 900 MB to speech', `[${expected.statuses.join(', ')}], closed ${expected.closed}`);
+  await stopCliServer(own);
 }
 
 // 5. the second signal, while a native job runs

@@ -16,7 +16,6 @@
  * a session or request failed. `--env NAME=VALUE` (repeatable) sets the server's environment, e.g.
  * `--env MALLOC_ARENA_MAX=2`.
  */
-import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

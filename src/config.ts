@@ -68,6 +68,8 @@ export const configSchema = z.object({
   maxInputChars: positiveInt.default(4096),
   // a live sphinx session holds a decoder of about 100 MiB: 32 of them fit in a few GiB (docs/performance.md)
   maxRealtimeSessions: positiveInt.default(32),
+  // under the open-file limit at its tightest (1024), with room for the process's other files (docs/configuration.md)
+  maxConnections: positiveInt.default(900),
   realtimeIdleTimeout: nonNegativeInt.default(300),
   drainGraceS: z.coerce.number().min(0).max(3600).default(0),
   drainTimeoutS: nonNegativeInt.default(30),
@@ -232,6 +234,11 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     flag: '--max-realtime-sessions',
     value: 'n',
     help: 'WebSocket transcription sessions open at once; more are refused with `503 too_many_sessions` (a `sphinx` session holds a ~100 MiB decoder: budget ÷ 100 MiB)',
+  },
+  maxConnections: {
+    flag: '--max-connections',
+    value: 'n',
+    help: 'connections open at once; one more is answered `503 too_many_connections` and closed (node:http transport only: on uWS the open-file limit bounds them)',
   },
   realtimeIdleTimeout: {
     flag: '--realtime-idle-timeout',

@@ -11,6 +11,7 @@ import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engi
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { createWhisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
+import type { TransportName } from './http/transport.js';
 import { createTransport } from './http/transports.js';
 import { requestLineWriter, type Logger } from './logger.js';
 import { loadNative, nativeOrigin, NativeLogLevel } from './native/addon.js';
@@ -35,6 +36,8 @@ export interface RunningServer {
   port: number;
   /** The web interface's port with --start-ui, else null. */
   uiPort: number | null;
+  /** The HTTP transport serving the API (`--transport auto` picks one). */
+  transport: TransportName;
   context: RouteContext;
   /**
    * Graceful stop (docs/configuration.md, "Shutdown"): /readyz unready at once, requests still served for
@@ -100,7 +103,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   const separation = new SeparationService({ registry, scheduler, maxSeconds: config.maxSeparationSeconds });
   const context: RouteContext = { config, logger, metrics, registry, stt, tts, separation, readiness: { ready: false, draining: false, error: null } };
 
-  const { transport, uwsUnavailable } = createTransport(config.transport);
+  const { transport, uwsUnavailable } = createTransport(config.transport, { maxConnections: config.maxConnections });
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');
   // asked once, not per request (pino's check looks the level up by name)
   let logRequests = logger.isLevelEnabled('info');
@@ -166,6 +169,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   return {
     port,
     uiPort: ui?.port ?? null,
+    transport: transport.name,
     context,
     async close() {
       context.readiness.draining = true;

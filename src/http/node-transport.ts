@@ -1,20 +1,40 @@
 /**
  * The node:http transport, with `ws` for WebSockets: voxd's transport wherever uWebSockets.js has no binary for
- * the running Node ABI and libc (transport.ts). It keeps uWS's behaviour where clients can see it: a body that
- * stops arriving for 10 s ends the connection, a WebSocket that sends nothing (pings answered count) for its idle
- * timeout is closed, a client that takes no bytes for MAX_STALL_SECONDS is cut, and a request whose framing Node's
- * parser refuses (conflicting lengths, say) gets the error envelope and a closed connection.
+ * the running Node ABI and libc (transport.ts). It keeps uWS's behaviour where clients can see it: a request head
+ * that has not arrived 10 s after the connection opened (or after the previous answer, on a kept-alive one) ends
+ * the connection, as do 10 s without a request on a kept-alive one and a body that stops arriving for 10 s; a
+ * WebSocket that sends nothing (pings answered count) for its idle timeout is closed, and a client that takes no
+ * bytes for MAX_STALL_SECONDS is cut. Where node:http would answer without the error envelope or not at all, it
+ * answers with the envelope: a request its parser refuses (conflicting lengths, say), an HTTP/1.1 request without
+ * `Host`, a head too large (431) or too slow (408), a connection beyond `maxConnections` (503).
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { ApiError } from '../errors.js';
 import { errorEnvelope } from './errors.js';
 import { emptyHeaders, type RequestHead } from './request.js';
-import { MAX_STALL_SECONDS, type ResponseChannel, type Transport, type TransportSocket, type WsHandlers, type WsOptions } from './transport.js';
+import {
+  MAX_STALL_SECONDS,
+  type ResponseChannel,
+  type Transport,
+  type TransportLimits,
+  type TransportSocket,
+  type WsHandlers,
+  type WsOptions,
+} from './transport.js';
 
 /** As uWS: a request body that stops arriving for this long ends the connection. */
 const BODY_IDLE_MS = 10_000;
+/** As uWS: a request head must be whole this long after the connection opened or its first byte came (408 then). */
+const HEAD_TIMEOUT_MS = 10_000;
+/** As uWS: a kept-alive connection with no request for this long is closed (node:http adds up to a second). */
+const KEEP_ALIVE_MS = 10_000;
+/** How often node:http looks for heads past their time: its default, 30 s, would let one take 40 s. */
+const HEAD_CHECK_INTERVAL_MS = 1000;
+/** How long a connection refused with 503 (over `maxConnections`) is kept for its client to read the answer. */
+const REFUSED_LINGER_MS = 2000;
 /** As uWS's maxBackpressure: messages for a client this far behind are dropped. */
 const MAX_SOCKET_BACKLOG_BYTES = 16 * 1024 * 1024;
 
@@ -36,6 +56,8 @@ const SETTLED: Promise<void> = Promise.resolve();
 class NodeChannel implements ResponseChannel {
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
+  /** The client sent `Expect: 100-continue` and waits to be asked for its body (`bodyWanted`). */
+  #awaitingContinue: boolean;
   /** Whether the body's idle timeout is armed on the socket (only for a request with a body: see onBody). */
   #bodyTimeout = false;
   /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
@@ -50,9 +72,10 @@ class NodeChannel implements ResponseChannel {
   #stallTimer: NodeJS.Timeout | null = null;
   #drainWatched = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse) {
+  constructor(req: IncomingMessage, res: ServerResponse, awaitingContinue: boolean) {
     this.#req = req;
     this.#res = res;
+    this.#awaitingContinue = awaitingContinue;
     res.once('finish', () => {
       this.#state = 'finished';
       this.#unstall();
@@ -99,6 +122,13 @@ class NodeChannel implements ResponseChannel {
     });
   }
 
+  bodyWanted(limitBytes: number): void {
+    if (!this.#awaitingContinue) return;
+    this.#awaitingContinue = false;
+    // over the limit, the reader's 413 is the answer: node:http then closes the connection, the body never sent
+    if (!(Number(this.#req.headers['content-length']) > limitBytes)) this.#res.writeContinue();
+  }
+
   pause(): void {
     this.#req.pause();
   }
@@ -110,6 +140,8 @@ class NodeChannel implements ResponseChannel {
   send(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
     if (this.#state !== 'open') return;
     this.#writeHead(status, headers, closeConnection);
+    // node:http sends no body after a HEAD, and no length unless told
+    if (this.#req.method === 'HEAD' && status !== 204 && status !== 304) this.#res.setHeader('content-length', body.byteLength);
     this.#res.end(status === 204 || status === 304 ? undefined : body);
     if (this.#res.writableNeedDrain) this.#stall();
   }
@@ -213,27 +245,86 @@ function writeRawAnswer(socket: Duplex, status: number, headers: Record<string, 
   socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`);
 }
 
+/** `writeRawAnswer` with an error's envelope. */
+function writeRawRefusal(socket: Duplex, refusal: ApiError): void {
+  writeRawAnswer(socket, refusal.status, { ...refusal.headers, 'content-type': 'application/json' }, JSON.stringify(errorEnvelope(refusal)));
+}
+
+/** What node:http's parser reports (clientError) as the client's answer. */
+function parseFailure(error: NodeJS.ErrnoException): ApiError {
+  switch (error.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new ApiError('request_timeout', `The request head did not arrive within ${HEAD_TIMEOUT_MS / 1000} s`);
+    case 'HPE_HEADER_OVERFLOW':
+      return new ApiError('headers_too_large', `The request head is larger than ${http.maxHeaderSize} bytes`);
+    default:
+      return new ApiError('invalid_request', `Malformed request: ${error.message.replace(/^Parse Error: /, '')}`);
+  }
+}
+
+/**
+ * Answers a connection beyond the limit with 503 and closes it. What its client sends meanwhile is read and
+ * dropped: closing with unread bytes would reset the connection, and the client could lose the answer with it.
+ */
+function refuseConnection(socket: net.Socket, maxConnections: number): void {
+  socket.on('error', () => socket.destroy());
+  const linger = setTimeout(() => socket.destroy(), REFUSED_LINGER_MS);
+  socket.once('close', () => clearTimeout(linger));
+  socket.resume();
+  writeRawRefusal(
+    socket,
+    new ApiError('too_many_connections', `The server has ${maxConnections} connections open, its limit; retry later`, { headers: { 'retry-after': '1' } }),
+  );
+}
+
+const MISSING_HOST = 'Malformed request: an HTTP/1.1 request must have a Host header';
+
+/** Answers a request with an error's envelope, without the server's layers, and closes its connection. */
+function refuseRequest(res: ServerResponse, refusal: ApiError): void {
+  const body = JSON.stringify(errorEnvelope(refusal));
+  res.shouldKeepAlive = false;
+  res.writeHead(refusal.status, { ...refusal.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
 interface WsRouteEntry {
   accept(req: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
 
-export function createNodeTransport(): Transport {
-  // requests get no overall deadline: a 100 MiB upload over a slow link may take minutes (the body's idle timeout bounds stalls)
-  const server = http.createServer({ requestTimeout: 0 });
+export function createNodeTransport(limits: TransportLimits = {}): Transport {
+  const server = http.createServer({
+    // requests get no overall deadline: a 100 MiB upload over a slow link may take minutes (the body's idle timeout
+    // bounds stalls); the head gets its own (node:http would derive 0, none, from requestTimeout)
+    requestTimeout: 0,
+    headersTimeout: HEAD_TIMEOUT_MS,
+    connectionsCheckingInterval: HEAD_CHECK_INTERVAL_MS,
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    // node:http's own refusal has no envelope: see `serve`
+    requireHostHeader: false,
+  });
   const wsRoutes = new Map<string, WsRouteEntry>();
   const sockets = new Set<WebSocket>();
+  const { maxConnections } = limits;
+  let connections = 0;
+  // node:http's own limit (`maxConnections`) closes a connection beyond it unanswered, so connections are accepted
+  // here, answered 503 beyond the limit, and handed to node:http (its documented 'connection' event) below it
+  const listener = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    if (maxConnections !== undefined && connections >= maxConnections) return refuseConnection(socket, maxConnections);
+    connections++;
+    socket.once('close', () => connections--);
+    server.emit('connection', socket);
+  });
 
-  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-    if (!socket.writable || error.code === 'ECONNRESET') return void socket.destroy();
-    const refusal = new ApiError('invalid_request', `Malformed request: ${error.message.replace(/^Parse Error: /, '')}`);
-    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(errorEnvelope(refusal)));
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: ServerResponse | null }) => {
+    // as node:http's own handler: no answer in the middle of one already going out (pipelined requests)
+    if (!socket.writable || error.code === 'ECONNRESET' || socket._httpMessage?.headersSent) return void socket.destroy();
+    writeRawRefusal(socket, parseFailure(error));
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const { path } = readRequestHead(req);
     const route = wsRoutes.get(path);
     if (route) return route.accept(req, socket, head);
-    const refusal = new ApiError('not_found', `No WebSocket route for ${path}`);
-    writeRawAnswer(socket, refusal.status, { 'content-type': 'application/json' }, JSON.stringify(errorEnvelope(refusal)));
+    writeRawRefusal(socket, new ApiError('not_found', `No WebSocket route for ${path}`));
   });
 
   return {
@@ -241,7 +332,16 @@ export function createNodeTransport(): Transport {
 
     onRequest(handler) {
       // a request without a body ends unread: node:http discards it once the response is sent
-      server.on('request', (req: IncomingMessage, res: ServerResponse) => handler(readRequestHead(req), new NodeChannel(req, res)));
+      const serve = (req: IncomingMessage, res: ServerResponse, awaitingContinue: boolean): void => {
+        const head = readRequestHead(req);
+        if (head.headers.host === undefined && req.httpVersion === '1.1') return refuseRequest(res, new ApiError('invalid_request', MISSING_HOST));
+        handler(head, new NodeChannel(req, res, awaitingContinue));
+      };
+      server.on('request', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
+      // `Expect: 100-continue`: 100 Continue waits for the handler to want the body (bodyWanted)
+      server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true));
+      // another expectation: served as if it were not there, as uWS does (node:http would answer 417, no envelope)
+      server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
     },
 
     websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions) {
@@ -298,17 +398,20 @@ export function createNodeTransport(): Transport {
 
     listen(host, port) {
       return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          const address = server.address();
+        listener.once('error', reject);
+        listener.listen(port, host, () => {
+          listener.off('error', reject);
+          // node:http starts watching heads' times (and the list closeAllConnections walks) when it hears this
+          server.emit('listening');
+          const address = listener.address();
           resolve(typeof address === 'object' && address ? address.port : port);
         });
       });
     },
 
     stopListening() {
-      server.close();
+      listener.close();
+      server.close(); // closes kept-alive connections that are idle
     },
 
     closeAll() {

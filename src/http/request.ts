@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import { ApiError } from '../errors.js';
 import { parseMultipart, type MultipartForm, type MultipartLimits } from './multipart.js';
 import type { RequestBody } from './request-body.js';
+import type { ResponseChannel } from './transport.js';
 import { validate } from './validate.js';
 
 export interface RequestHead {
@@ -98,11 +99,11 @@ export class HttpRequest {
   /** The client's `x-request-id` when it is sane, else a generated one; echoed on the response. */
   readonly id: string;
   readonly #body: RequestBody;
-  readonly #channel: { readonly signal: AbortSignal };
+  readonly #channel: Pick<ResponseChannel, 'signal' | 'bodyWanted'>;
   #query: URLSearchParams | null = null;
 
-  /** `channel`: where the request's signal comes from, asked for only when a route needs it. */
-  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, channel: { readonly signal: AbortSignal }) {
+  /** `channel`: where the request's signal comes from (asked for only when a route needs it), and who asks for the body. */
+  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, channel: Pick<ResponseChannel, 'signal' | 'bodyWanted'>) {
     this.method = head.method;
     this.path = head.path;
     this.rawQuery = head.rawQuery;
@@ -131,7 +132,7 @@ export class HttpRequest {
   /** The whole body; 413 as soon as it passes `limitBytes` (at once when Content-Length says so). */
   async body(limitBytes: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
-    for await (const chunk of this.#body.read(limitBytes)) chunks.push(chunk);
+    for await (const chunk of this.#read(limitBytes)) chunks.push(chunk);
     return Buffer.concat(chunks);
   }
 
@@ -154,6 +155,12 @@ export class HttpRequest {
 
   /** A multipart/form-data body (415 for another content type, 400 when malformed, 413 past the limits). */
   multipart(limits: MultipartLimits): Promise<MultipartForm> {
-    return parseMultipart(this.header('content-type'), (limitBytes) => this.#body.read(limitBytes), limits);
+    return parseMultipart(this.header('content-type'), (limitBytes) => this.#read(limitBytes), limits);
+  }
+
+  /** The body's chunks, the client asked for them first (`Expect: 100-continue`) when they fit `limitBytes`. */
+  #read(limitBytes: number): AsyncGenerator<Buffer, void, undefined> {
+    this.#channel.bodyWanted(limitBytes);
+    return this.#body.read(limitBytes);
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Route table: patterns are `/`-separated segments, `:name` matches one segment and a trailing `*` the rest of
  * the path (so model IDs such as `owner/repo` fit, in `params['*']`). The first registered match wins; a path that
- * matches only under other methods yields those methods (for 405 and preflights).
+ * matches only under other methods yields those methods (for 405 and preflights). `HEAD` takes the `GET` route of
+ * its path (RFC 9110, section 9.3.2: the transport sends the answer's headers without its body).
  */
 export type Segment = { kind: 'static'; value: string } | { kind: 'param'; name: string } | { kind: 'rest' };
 
@@ -60,13 +61,15 @@ export class Router<H> {
 
   #scan(method: string, path: string): RouteMatch<H> {
     const parts = splitPath(path);
+    const routeMethod = method === 'HEAD' ? 'GET' : method;
     let allowed: { pattern: string; methods: string[] } | null = null;
     for (const route of this.#routes) {
       const params = matchSegments(route.segments, parts);
       if (!params) continue;
-      if (route.method === method) return { kind: 'found', route, params };
+      if (route.method === routeMethod) return { kind: 'found', route, params };
       allowed ??= { pattern: route.pattern, methods: [] };
       if (!allowed.methods.includes(route.method)) allowed.methods.push(route.method);
+      if (route.method === 'GET' && !allowed.methods.includes('HEAD')) allowed.methods.push('HEAD');
     }
     return allowed ? { kind: 'method_not_allowed', pattern: allowed.pattern, allowed: allowed.methods } : { kind: 'not_found' };
   }

@@ -23,6 +23,12 @@ export interface ResponseChannel {
    * only for a request that has a body (by its Content-Length or Transfer-Encoding).
    */
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void;
+  /**
+   * The handler reads the body now, taking at most `limitBytes`. A client that sent `Expect: 100-continue` sends its
+   * body only once asked: it is asked unless the length it declared is over the limit, which the reader refuses
+   * (413) at once, so the client gets that answer instead of `100 Continue` and never sends the body.
+   */
+  bodyWanted(limitBytes: number): void;
   /** Stops reading the request body until `resume()`, so unread uploads do not fill memory. */
   pause(): void;
   resume(): void;
@@ -74,6 +80,15 @@ export interface WsOptions {
   dropAboveBytes: number;
   /** Seconds without any message (the transport pings) before the socket is closed; 0 = never. */
   idleTimeoutSeconds: number;
+}
+
+/** What a transport bounds besides its timeouts. */
+export interface TransportLimits {
+  /**
+   * Connections open at once; one more is answered `503 too_many_connections` and closed (node:http only: uWS has
+   * no connection hook in JavaScript, docs/deploy.md). Undefined: no limit.
+   */
+  maxConnections?: number;
 }
 
 export interface Transport {

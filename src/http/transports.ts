@@ -4,17 +4,17 @@
  */
 import type { TransportPreference } from '../config.js';
 import { createNodeTransport } from './node-transport.js';
-import type { Transport } from './transport.js';
+import type { Transport, TransportLimits } from './transport.js';
 import { loadUws } from './uws.js';
 import { createUwsTransport } from './uws-transport.js';
 
 /** The transport, and why uWS is not it when it could have been (null when it is, or node was asked for). */
-export function createTransport(preference: TransportPreference): { transport: Transport; uwsUnavailable: string | null } {
-  if (preference === 'node') return { transport: createNodeTransport(), uwsUnavailable: null };
+export function createTransport(preference: TransportPreference, limits: TransportLimits = {}): { transport: Transport; uwsUnavailable: string | null } {
+  if (preference === 'node') return { transport: createNodeTransport(limits), uwsUnavailable: null };
   try {
     return { transport: createUwsTransport(loadUws()), uwsUnavailable: null };
   } catch (error) {
     if (preference === 'uws') throw error;
-    return { transport: createNodeTransport(), uwsUnavailable: error instanceof Error ? error.message : String(error) };
+    return { transport: createNodeTransport(limits), uwsUnavailable: error instanceof Error ? error.message : String(error) };
   }
 }

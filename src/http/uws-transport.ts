@@ -45,6 +45,8 @@ function knownMethod(method: string): string {
       return 'GET';
     case 'POST':
       return 'POST';
+    case 'HEAD':
+      return 'HEAD';
     case 'DELETE':
       return 'DELETE';
     case 'OPTIONS':
@@ -63,12 +65,15 @@ function readRequestHead(req: UwsRequest): RequestHead {
 }
 
 const SETTLED: Promise<void> = Promise.resolve();
+const EMPTY = new Uint8Array(0);
 
 /** `200 OK` and the like, made once per status. */
 const statusLines = new Map<number, string>();
 
 class UwsChannel implements ResponseChannel {
   readonly #res: UwsResponse;
+  /** A HEAD request: its answer has the headers of the GET's, no body. */
+  readonly #head: boolean;
   #state: 'open' | 'finished' | 'aborted' = 'open';
   /** Made on first use (most requests never look at their signal): an AbortController costs a few µs. */
   #abort: AbortController | null = null;
@@ -97,8 +102,9 @@ class UwsChannel implements ResponseChannel {
   #endWhenDrained = false;
 
   /** Made inside the uWS request handler; `attach()` must run before that handler returns. */
-  constructor(res: UwsResponse) {
+  constructor(res: UwsResponse, head: boolean) {
     this.#res = res;
+    this.#head = head;
   }
 
   /**
@@ -144,6 +150,9 @@ class UwsChannel implements ResponseChannel {
     this.#bodySink = sink;
   }
 
+  /** uWS answers `Expect: 100-continue` itself, before the handler runs. */
+  bodyWanted(): void {}
+
   pause(): void {
     this.#use((res) => res.pause());
   }
@@ -162,7 +171,9 @@ class UwsChannel implements ResponseChannel {
   #sendNow(status: number, headers: readonly string[], body: Uint8Array, closeConnection: boolean): void {
     const res = this.#res;
     writeHead(res, status, headers);
-    if (closeConnection) {
+    if (this.#head) {
+      this.#endHead(res, body.byteLength, status, closeConnection);
+    } else if (closeConnection) {
       res.end(body, true); // uWS adds `Connection: close`
     } else if (status === 204 || status === 304) {
       res.endWithoutBody(); // no Content-Length for statuses that never have a body
@@ -177,11 +188,36 @@ class UwsChannel implements ResponseChannel {
   }
 
   startStream(status: number, headers: readonly string[], closeConnection: boolean): void {
+    if (this.#head) {
+      // the head of a stream has no length to give; the stream's writes go nowhere
+      if (this.#state !== 'open') return;
+      this.#use((res) => {
+        writeHead(res, status, headers);
+        this.#endHead(res, null, status, closeConnection);
+      });
+      this.#complete();
+      return;
+    }
     this.#use((res) => {
       writeHead(res, status, headers);
       // uWS's own end(…, closeConnection) would write its Connection header into a chunked body: said up front
       if (closeConnection) res.writeHeader('connection', 'close');
     });
+  }
+
+  /**
+   * Ends the answer to a HEAD request, whose head goes out as the GET's would, with its `length` but no body. uWS's
+   * `endWithoutBody` writes no Content-Length and cannot close the connection (given a length it writes nothing at
+   * all, in this build): a closing answer goes out through `end`, with a length of 0 (only answers to malformed
+   * framing and those during shutdown close).
+   */
+  #endHead(res: UwsResponse, length: number | null, status: number, closeConnection: boolean): void {
+    if (closeConnection) {
+      res.end(EMPTY, true);
+    } else {
+      if (length !== null && status !== 204 && status !== 304) res.writeHeader('content-length', String(length));
+      res.endWithoutBody();
+    }
   }
 
   write(data: Uint8Array): boolean {
@@ -443,9 +479,10 @@ export function createUwsTransport(uws: UwsModule): Transport {
 
     onRequest(handler) {
       app.any('/*', (res, req) => {
-        const channel = new UwsChannel(res);
+        const head = readRequestHead(req);
+        const channel = new UwsChannel(res, head.method === 'HEAD');
         try {
-          handler(readRequestHead(req), channel);
+          handler(head, channel);
         } finally {
           channel.attach();
         }

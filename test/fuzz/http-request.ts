@@ -8,9 +8,11 @@
  * Findings: the server dies (crash); a request complete by its own framing gets no answer, or an answer that does
  * not end, within ANSWER_MS, or /healthz stops answering (hang); a 5xx other than the documented ones (503
  * `queue_full`, `shutting_down`, `too_many_sessions`, and 502 `model_download_failed`, the answer for a hub ID
- * while the hub is out of reach), a `server_error` inside a stream, a response cut off or not HTTP, or an error in
- * the server's log (failure). A request that is not complete may be left waiting: the server rightly waits for
- * the rest, until its idle timeout.
+ * while the hub is out of reach), a `server_error` inside a stream, a response cut off or not HTTP, bytes after an
+ * answer that begin no response (a body after a HEAD's answer), or an error in the server's log (failure). A
+ * request that is not complete may be left waiting: the server rightly waits for the rest, until its idle timeout.
+ * On node:http any head counts (what its parser cannot take it refuses at once, 400 or 431); on uWS only the
+ * plainest ones, since its parser leaves the rest unanswered (http-wire.ts, isComplete).
  */
 import type { TransportName } from '../../src/http/transport.js';
 import { envelopeCode } from '../helpers/hostile.js';
@@ -465,7 +467,7 @@ const mutateHeaders: Mutation = (rng, draft) => {
           [2, () => latin1(rng, mutateText(rng, header[1], [], 4096))],
           [1, () => header[1].repeat(rng.length(Math.ceil(65536 / Math.max(1, header[1].length))))],
           [1, () => ''],
-          [1, () => header[1] + rng.pick(['\u0000', '\r', '\n', '\r\n', '\u007f', '\u00ff', '\r\n X-Folded: 1', ' ', '\t'])],
+          [1, () => header[1] + rng.pick(['\u0000', '\r', '\n', '\r\n', '\u007f', '\u00ff', '\r\n X-Folded: 1', '\r\nX-No-Colon', ' ', '\t'])],
         ])();
       },
     ],
@@ -679,7 +681,9 @@ export function judgeExchange(request: HttpCase, result: Exchange): Finding | nu
   switch (result.kind) {
     case 'answered': {
       const wrong =
-        wrongAnswer(result.response) ?? result.later.map((status) => (status >= 500 && !DOCUMENTED_5XX[status] ? `a later ${status}` : null)).find(Boolean);
+        wrongAnswer(result.response) ??
+        (result.unframed === null ? null : `bytes after the answer that begin no response: ${JSON.stringify(result.unframed)}`) ??
+        result.later.map((status) => (status >= 500 && !DOCUMENTED_5XX[status] ? `a later ${status}` : null)).find(Boolean);
       return wrong ? { kind: 'failure', detail: `${what}: ${wrong}` } : null;
     }
     case 'garbled':
@@ -688,7 +692,9 @@ export function judgeExchange(request: HttpCase, result: Exchange): Finding | nu
       return result.begun ? { kind: 'failure', detail: `${what}: the connection closed in the middle of the response (${result.received} bytes)` } : null;
     case 'timeout':
       if (result.begun) return { kind: 'hang', detail: `${what}: the response did not end within ${Math.round(result.ms)} ms` };
-      return isComplete(request) ? { kind: 'hang', detail: `${what}: no answer within ${Math.round(result.ms)} ms to a complete request` } : null;
+      return isComplete(request, request.transport)
+        ? { kind: 'hang', detail: `${what}: no answer within ${Math.round(result.ms)} ms to a complete request` }
+        : null;
   }
 }
 
@@ -700,7 +706,7 @@ export function httpRequestTarget(): FuzzTarget<HttpCase> {
     generate: generateHttpCase,
     async run(request) {
       const server = await servers.get(request.transport);
-      const result = await exchange(server.port, request, { answerMs: ANSWER_MS, openMs: OPEN_MS });
+      const result = await exchange(server.port, request, request.transport, { answerMs: ANSWER_MS, openMs: OPEN_MS });
       const serverFinding = await server.check();
       if (serverFinding) serverFinding.detail = `${describe(request)}: ${serverFinding.detail}`;
       const finding = serverFinding ?? judgeExchange(request, result);

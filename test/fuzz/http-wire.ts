@@ -4,6 +4,7 @@
  * taken apart and put back together, and the server's answer read back from the raw bytes.
  */
 import net from 'node:net';
+import type { TransportName } from '../../src/http/transport.js';
 
 /** A request as written. Strings are latin1: one character per byte, so any byte can be sent. */
 export interface RawRequest {
@@ -35,18 +36,48 @@ const ORIGIN_FORM = /^\/[\x21-\x7e\x80-\xff]*$/;
 const PLAIN_HEADER_COUNT = 40;
 
 /**
- * Whether the server has all it needs to answer: the head is the plainest HTTP/1.1 (a token method, an origin-form
- * target, one Host header, at most PLAIN_HEADER_COUNT headers whose names are letters, digits and hyphens, values
- * without control characters) and the body is whole by its framing, or the framing is one the server must refuse
- * at once (lengths that disagree, a length beside a transfer coding). Anything less plain may leave a server rightly
- * waiting for more bytes, or dropping the connection unanswered at its idle timeout: uWebSockets.js does so with
- * HTTP/1.0, no Host header, `_` or `.` in a name, a control character in a value or some 50 headers.
+ * Whether the head is the plainest HTTP/1.1: a token method, an origin-form target, one Host header, at most
+ * PLAIN_HEADER_COUNT headers whose names are letters, digits and hyphens, values without control characters.
+ * uWebSockets.js leaves anything less plain unanswered and drops the connection at its idle timeout (HTTP/1.0, no
+ * Host header, `_` or `.` in a name, a control character in a value, some 50 headers: docs/deploy.md).
  */
-export function isComplete(request: RawRequest): boolean {
-  const { method, target, version, headers, body } = request;
+function isPlainHead(request: RawRequest): boolean {
+  const { method, target, version, headers } = request;
   if (!TOKEN.test(method) || !ORIGIN_FORM.test(target) || version !== 'HTTP/1.1') return false;
   if (headers.length > PLAIN_HEADER_COUNT || !headers.every(([name, value]) => PLAIN_NAME.test(name) && FIELD_VALUE.test(value))) return false;
-  if (headerValues(headers, 'host').length !== 1) return false;
+  return headerValues(headers, 'host').length === 1;
+}
+
+/**
+ * The head's header lines as a server reads them off the wire (a value with a line break in it makes more than
+ * one), each split at its first colon, and the bytes after the head; null when a line is no header field (no
+ * colon, space before the colon, a folded line, a lone CR or LF), which node:http refuses at once.
+ */
+function readWire(request: RawRequest): { headers: [string, string][]; body: Buffer } | null {
+  const bytes = requestBytes(request);
+  const headEnd = bytes.indexOf('\r\n\r\n');
+  const [requestLine = '', ...lines] = bytes.toString('latin1', 0, headEnd).split('\r\n');
+  if (/[\r\n]/.test(requestLine)) return null;
+  const headers: [string, string][] = [];
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon <= 0 || /[\r\n]/.test(line) || !TOKEN.test(line.slice(0, colon))) return null;
+    headers.push([line.slice(0, colon), line.slice(colon + 1).trim()]);
+  }
+  return { headers, body: bytes.subarray(headEnd + 4) };
+}
+
+/**
+ * Whether the server has all it needs to answer `request` on `transport`: a head it takes (on uWS, the plainest
+ * HTTP/1.1, isPlainHead; node:http answers any head, refusing what it cannot parse at once), and a body whole by
+ * its framing, or framing the server must refuse at once (lengths that disagree, a length beside a transfer
+ * coding). Anything less may leave a server rightly waiting for more bytes.
+ */
+export function isComplete(request: RawRequest, transport: TransportName): boolean {
+  if (transport === 'uws' && !isPlainHead(request)) return false;
+  const wire = readWire(request);
+  if (wire === null) return true; // refused at once
+  const { headers, body } = wire;
   const lengths = headerValues(headers, 'content-length').flatMap((v) => v.split(',').map((x) => x.trim()));
   const codings = headerValues(headers, 'transfer-encoding');
   if (codings.length > 0) {
@@ -177,12 +208,14 @@ export interface RawResponse {
 }
 
 /**
- * What came back: a whole response (and the statuses of any that followed it in the same bytes); bytes that are no
+ * What came back: a whole response (and the statuses of any that followed it in the same bytes, and the bytes right
+ * after it when they begin no response on a connection kept open: a body where there must be none, after a HEAD's
+ * answer); bytes that are no
  * HTTP response; or the connection closed first, or nothing more came within the time allowed, either with part of
  * a response (`begun`) or none.
  */
 export type Exchange =
-  | { kind: 'answered'; response: RawResponse; later: number[]; ms: number }
+  | { kind: 'answered'; response: RawResponse; later: number[]; unframed: string | null; ms: number }
   | { kind: 'garbled'; text: string }
   | { kind: 'closed'; begun: boolean; received: number }
   | { kind: 'timeout'; begun: boolean; received: number; ms: number };
@@ -227,9 +260,9 @@ function parseResponse(data: Buffer, from: number, method: string, closed: boole
  * it when the request is complete or once a response has begun, else `openMs` (a server may rightly wait for the
  * rest of an incomplete request).
  */
-export async function exchange(port: number, request: RawRequest, limits: { answerMs: number; openMs: number }): Promise<Exchange> {
+export async function exchange(port: number, request: RawRequest, transport: TransportName, limits: { answerMs: number; openMs: number }): Promise<Exchange> {
   const bytes = requestBytes(request);
-  const complete = isComplete(request);
+  const complete = isComplete(request, transport);
   const started = performance.now();
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
@@ -258,7 +291,11 @@ export async function exchange(port: number, request: RawRequest, limits: { answ
         ) {
           later.push(next.response.status);
         }
-        return finish({ kind: 'answered', response: first.response, later, ms: performance.now() - started });
+        // bytes after the answer matter only on a connection that goes on as HTTP
+        const goesOn = first.response.status !== 101 && !/\bclose\b/i.test(first.response.headers.connection ?? '');
+        const after = data.toString('latin1', first.end, first.end + 'HTTP/1.'.length);
+        const unframed = !goesOn || after === '' || 'HTTP/1.'.startsWith(after) ? null : data.toString('latin1', first.end, first.end + 80);
+        return finish({ kind: 'answered', response: first.response, later, unframed, ms: performance.now() - started });
       }
       if (first === 'garbled') return finish({ kind: 'garbled', text: data.toString('latin1', 0, 300) });
       if (closed) return finish({ kind: 'closed', begun: data.length > 0, received: data.length });

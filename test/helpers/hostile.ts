@@ -39,16 +39,20 @@ export async function healthy(base: string): Promise<boolean> {
   );
 }
 
-/** Writes `request` on a fresh connection and returns every byte the server sent until it closed (or `ms` passed). */
-export async function rawExchange(base: string, request: string | Buffer, ms = 3000): Promise<{ text: string; closed: boolean }> {
+/**
+ * Writes `request` on a fresh connection and returns every byte the server sent until it closed (or `ms` passed),
+ * and when the connection closed.
+ */
+export async function rawExchange(base: string, request: string | Buffer, ms = 3000): Promise<{ text: string; closed: boolean; closedAfterMs: number }> {
   const { hostname, port } = new URL(base);
+  const started = performance.now();
   return new Promise((resolve) => {
     const socket = net.connect(Number(port), hostname, () => socket.write(request));
     let text = '';
     const finish = (closed: boolean): void => {
       clearTimeout(timer);
       socket.destroy();
-      resolve({ text, closed });
+      resolve({ text, closed, closedAfterMs: performance.now() - started });
     };
     const timer = setTimeout(() => finish(false), ms);
     socket.on('data', (chunk) => (text += chunk.toString('latin1')));
@@ -60,6 +64,141 @@ export async function rawExchange(base: string, request: string | Buffer, ms = 3
 /** The status lines of every response in a raw exchange. */
 export function statusLines(text: string): string[] {
   return [...text.matchAll(/HTTP\/1\.1 (\d{3})[^\r\n]*/g)].map((m) => m[1] as string);
+}
+
+/**
+ * Requests that are unusual or malformed on the wire, each with node:http's answer and uWebSockets.js 20.30's
+ * (null: none: its parser keeps waiting for a request it can take, and closes the connection at its idle timeout;
+ * docs/deploy.md). A large head sent in one write is read whole by uWS, which bounds only heads that come in pieces
+ * (to 4 KiB).
+ */
+export const UNUSUAL_REQUESTS: Readonly<Record<string, { request: string; nodeStatus: string; uwsStatus: string | null }>> = {
+  'HTTP/1.0': { request: 'GET /healthz HTTP/1.0\r\n\r\n', nodeStatus: '200', uwsStatus: null },
+  'HTTP/1.1 without Host': { request: 'GET /healthz HTTP/1.1\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'obs-fold': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'space before a colon': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A : a\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'bare LF': { request: 'GET /healthz HTTP/1.1\nHost: x\n\n', nodeStatus: '400', uwsStatus: null },
+  'bare CR': { request: 'GET /healthz HTTP/1.1\r\nHost: x\rX-A: a\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'NUL in a header': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  'header without a colon': { request: 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A\r\n\r\n', nodeStatus: '400', uwsStatus: null },
+  '120 headers': {
+    request: `GET /healthz HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 120 }, (_, i) => `X-H${i}: v\r\n`).join('')}\r\n`,
+    nodeStatus: '200',
+    uwsStatus: null,
+  },
+  'a 20 KiB head': { request: `GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20 * 1024)}\r\n\r\n`, nodeStatus: '431', uwsStatus: '200' },
+  'absolute-form target': { request: 'GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n', nodeStatus: '200', uwsStatus: null },
+  'OPTIONS *': { request: 'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n', nodeStatus: '404', uwsStatus: null },
+};
+
+/** A request whose answer takes a while (on a voxd server: a speech request) with a quick one pipelined behind it. */
+export function pipelinedBehindSlow(slow: string): string {
+  return `${slow}GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`;
+}
+
+/** What a client that holds connections open saw of them. */
+export interface HeldConnections {
+  /** How many the server closed within the time given. */
+  closed: number;
+  /** When the last of those closed. */
+  slowestCloseMs: number;
+  /** How many got each answer before they closed, by status (`none` for no answer). */
+  answers: Record<string, number>;
+}
+
+/**
+ * Opens `count` connections that send nothing (`dribble` false) or a request head one header line every 2 s, and
+ * waits up to `seconds` for the server to close them.
+ */
+export async function heldConnections(base: string, count: number, dribble: boolean, seconds: number): Promise<HeldConnections> {
+  const { hostname, port } = new URL(base);
+  const started = performance.now();
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<{ closedAfterMs: number | null; answer: string }>((resolve) => {
+          const socket = net.connect(Number(port), hostname);
+          let answer = '';
+          let lines = 0;
+          const dribbler = dribble ? setInterval(() => socket.write(lines++ === 0 ? 'GET /healthz HTTP/1.1\r\n' : `X-Line-${lines}: a\r\n`), 2000) : null;
+          const finish = (closedAfterMs: number | null): void => {
+            clearTimeout(deadline);
+            if (dribbler) clearInterval(dribbler);
+            socket.destroy();
+            resolve({ closedAfterMs, answer: statusLines(answer)[0] ?? 'none' });
+          };
+          const deadline = setTimeout(() => finish(null), seconds * 1000);
+          socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+          socket.on('error', () => undefined);
+          socket.on('close', () => finish(performance.now() - started));
+        }),
+    ),
+  );
+  const closedAfter = outcomes.flatMap((o) => (o.closedAfterMs === null ? [] : [o.closedAfterMs]));
+  const answers: Record<string, number> = {};
+  for (const { answer } of outcomes) answers[answer] = (answers[answer] ?? 0) + 1;
+  return { closed: closedAfter.length, slowestCloseMs: Math.max(0, ...closedAfter), answers };
+}
+
+/** `count` connections opened and kept, sending nothing (the caller closes them). */
+export async function openConnections(base: string, count: number): Promise<net.Socket[]> {
+  const { hostname, port } = new URL(base);
+  return Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<net.Socket>((resolve) => {
+          const socket = net.connect(Number(port), hostname, () => resolve(socket));
+          socket.on('error', () => undefined);
+        }),
+    ),
+  );
+}
+
+/**
+ * Sends a POST head with `Expect: 100-continue` declaring `declaredBytes` (the body's length by default), and
+ * `body` only once the server asks for it: the status lines the server sent (interim ones included) until the
+ * final answer was whole, and whether the server then closed the connection.
+ */
+export async function expectContinue(
+  base: string,
+  route: string,
+  body: string,
+  declaredBytes = Buffer.byteLength(body),
+): Promise<{ statuses: string[]; closed: boolean }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), hostname, () =>
+      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
+    );
+    let text = '';
+    let closed = false;
+    let settled = false;
+    const finish = (): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ statuses: statusLines(text), closed });
+    };
+    const timer = setTimeout(finish, 5000);
+    socket.on('data', (chunk) => {
+      const invited = text === '' && chunk.toString('latin1').startsWith('HTTP/1.1 100 ');
+      text += chunk.toString('latin1');
+      if (invited) socket.write(body);
+      // the final answer is whole: a moment more to see whether the server closes the connection
+      const final = /HTTP\/1\.1 [2-5]\d\d [^]*?\r\n\r\n/.exec(text);
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(final?.[0] ?? '')?.[1] ?? NaN);
+      if (final && text.length >= final.index + final[0].length + length) setTimeout(finish, 200);
+    });
+    socket.on('error', () => undefined);
+    socket.on('end', () => (closed = true));
+    socket.on('close', () => {
+      closed = true;
+      finish();
+    });
+  });
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import { TRANSPORT_PREFERENCES, type TransportPreference } from '../../src/config.js';
 import { createTransport } from '../../src/http/transports.js';
-import type { Transport } from '../../src/http/transport.js';
+import type { Transport, TransportLimits } from '../../src/http/transport.js';
 
 export function transportUnderTest(): TransportPreference {
   const wanted = process.env.VOXD_TRANSPORT ?? 'auto';
@@ -13,6 +13,6 @@ export function transportUnderTest(): TransportPreference {
 }
 
 /** A fresh transport of the kind under test, for servers a test builds itself. */
-export function testTransport(): Transport {
-  return createTransport(transportUnderTest()).transport;
+export function testTransport(limits: TransportLimits = {}): Transport {
+  return createTransport(transportUnderTest(), limits).transport;
 }

@@ -4,6 +4,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { createHttpServer, type HttpLogger, type HttpServer, type ResponseInfo } from '../../src/http/server.js';
+import type { TransportLimits } from '../../src/http/transport.js';
+import {
+  envelopeCode,
+  expectContinue,
+  heldConnections,
+  openConnections,
+  pipelinedBehindSlow,
+  rawExchange,
+  statusLines,
+  UNUSUAL_REQUESTS,
+} from '../helpers/hostile.js';
 import { testTransport } from '../helpers/transport.js';
 
 interface LogEntry {
@@ -18,13 +29,37 @@ function capturingLogger(): HttpLogger & { entries: LogEntry[] } {
   return { entries, error: log('error'), warn: log('warn'), info: log('info') };
 }
 
-async function startServer(setup: (server: HttpServer) => void, allowedOrigins?: string[]) {
+async function startServer(setup: (server: HttpServer) => void, allowedOrigins?: string[], limits?: TransportLimits) {
   const logger = capturingLogger();
   const responses: ResponseInfo[] = [];
-  const server = createHttpServer({ transport: testTransport(), logger, allowedOrigins, onResponse: (info) => responses.push(info) });
+  const server = createHttpServer({ transport: testTransport(limits), logger, allowedOrigins, onResponse: (info) => responses.push(info) });
   setup(server);
   const port = await server.listen('127.0.0.1', 0);
-  return { server, logger, responses, url: (path: string) => `http://127.0.0.1:${port}${path}` };
+  return { server, logger, responses, base: `http://127.0.0.1:${port}`, url: (path: string) => `http://127.0.0.1:${port}${path}` };
+}
+
+interface RawResponse {
+  status: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * The responses in a raw exchange's bytes, each with its status, lower-case headers and body (by Content-Length;
+ * none for the answer to a HEAD, by the methods of the requests in order).
+ */
+function responsesIn(text: string, methods: string[] = []): RawResponse[] {
+  const responses: RawResponse[] = [];
+  for (let at = 0; at < text.length;) {
+    const headEnd = text.indexOf('\r\n\r\n', at);
+    assert.ok(headEnd > 0, `a whole head in ${JSON.stringify(text.slice(at))}`);
+    const [statusLine = '', ...lines] = text.slice(at, headEnd).split('\r\n');
+    const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+    const bodyLength = statusLine.includes(' 100 ') || methods[responses.length] === 'HEAD' ? 0 : Number(headers['content-length'] ?? 0);
+    responses.push({ status: statusLine.split(' ')[1] ?? '', headers, body: text.slice(headEnd + 4, headEnd + 4 + bodyLength) });
+    at = headEnd + 4 + bodyLength;
+  }
+  return responses;
 }
 
 interface Envelope {
@@ -146,7 +181,7 @@ describe('http core', () => {
 
   it('answers a known path with a wrong method with 405 and Allow', async () => {
     const response = await fetch(ctx.url('/things'), { method: 'PUT' });
-    assert.equal(response.headers.get('allow'), 'GET, POST, DELETE, OPTIONS');
+    assert.equal(response.headers.get('allow'), 'GET, HEAD, POST, DELETE, OPTIONS');
     await expectError(response, 405, 'method_not_allowed');
     const deleted = await fetch(ctx.url('/things'), { method: 'DELETE' });
     assert.equal(deleted.status, 204);
@@ -248,7 +283,7 @@ describe('http core', () => {
     });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
-    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
+    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, HEAD, POST, DELETE, OPTIONS');
     assert.equal(preflight.headers.get('access-control-allow-headers'), 'content-type, x-stainless-lang');
     assert.equal(preflight.headers.get('access-control-max-age'), '86400');
   });
@@ -363,5 +398,119 @@ describe('http core: graceful close', () => {
     await server.close(100);
     await expectError(await pending, 503, 'shutting_down');
     assert.ok(logger.entries.some((entry) => entry.level === 'warn' && /interrupting/.test(entry.msg ?? '')));
+  });
+});
+
+describe('http core: the wire', () => {
+  let ctx: Awaited<ReturnType<typeof startServer>>;
+
+  before(async () => {
+    ctx = await startServer((server) => {
+      server.route('GET', '/healthz', (_req, reply) => reply.json({ status: 'ok' }));
+      server.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' }));
+      server.route('POST', '/things', (_req, reply) => reply.json({ created: true }, 201));
+      server.route('POST', '/body', async (req, reply) => reply.json({ bytes: (await req.body(1024)).length }));
+      server.route('GET', '/slow', async (_req, reply) => {
+        await sleep(300);
+        reply.json({ slow: true });
+      });
+    });
+  });
+
+  after(() => ctx.server.close());
+
+  it("answers HEAD with the GET's head and no body, and the connection goes on", async () => {
+    const head = await fetch(ctx.url('/hello'), { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get('content-type'), 'application/json');
+    assert.equal(head.headers.get('content-length'), '17', 'the length of the body a GET gets');
+    assert.equal(await head.text(), '');
+    // a body after a HEAD's head would be read as the next response's start
+    const pair = await rawExchange(
+      ctx.base,
+      'HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\nHEAD /things HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    );
+    const [ok, refused, get] = responsesIn(pair.text, ['HEAD', 'HEAD', 'GET']);
+    assert.deepEqual([ok?.status, ok?.headers['content-length'], ok?.body], ['200', '17', '']);
+    assert.deepEqual([refused?.status, refused?.headers.allow, refused?.body], ['405', 'POST, OPTIONS', '']);
+    assert.deepEqual([get?.status, get?.body], ['200', '{"hello":"world"}']);
+    const preflight = await fetch(ctx.url('/hello'), { method: 'OPTIONS' });
+    assert.equal(preflight.headers.get('access-control-allow-methods'), 'GET, HEAD, OPTIONS');
+  });
+
+  it('answers unusual and malformed requests as node:http does (uWS leaves most unanswered and closes them within 15 s)', async () => {
+    const cases = Object.entries(UNUSUAL_REQUESTS);
+    const exchanges = await Promise.all(cases.map(([, { request }]) => rawExchange(ctx.base, request, 15_000)));
+    for (const [index, [name, { nodeStatus, uwsStatus }]] of cases.entries()) {
+      const { text, closed } = exchanges[index]!;
+      const status = ctx.server.transport === 'uws' ? uwsStatus : nodeStatus;
+      if (status === null) {
+        assert.deepEqual([text, closed], ['', true], name);
+        continue;
+      }
+      assert.deepEqual(statusLines(text), [status], `${name}: ${text}`);
+      if (status.startsWith('4')) {
+        assert.ok(envelopeCode(Buffer.from(text.slice(text.indexOf('\r\n\r\n') + 4), 'latin1')), `${name}: the error envelope`);
+        assert.equal(closed, true, `${name}: closed after the refusal`);
+      }
+    }
+  });
+
+  it('answers a request pipelined behind a slow one, in order (uWS drops the connection, answering neither)', async () => {
+    const { text, closed } = await rawExchange(ctx.base, pipelinedBehindSlow('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n'), 15_000);
+    assert.equal(closed, true);
+    if (ctx.server.transport === 'uws') assert.equal(text, '');
+    else
+      assert.deepEqual(
+        responsesIn(text).map((r) => r.body),
+        ['{"slow":true}', '{"status":"ok"}'],
+      );
+  });
+
+  it('answers Expect: 100-continue with the final status when the declared body is over the limit', async () => {
+    const refused = await expectContinue(ctx.base, '/body', '', 900_000_000);
+    // uWS sends 100 Continue itself, before voxd sees the request
+    assert.deepEqual(refused.statuses, ctx.server.transport === 'uws' ? ['100', '413'] : ['413']);
+    if (ctx.server.transport === 'node') assert.equal(refused.closed, true, 'the body is never read: the connection closes');
+    const invited = await expectContinue(ctx.base, '/body', 'x'.repeat(100));
+    assert.deepEqual(invited.statuses, ['100', '200']);
+  });
+
+  it('closes connections that send nothing, dribble their head, idle after an answer or stall their body, within 15 s', async () => {
+    const [silent, dribbling, idle, stalled] = await Promise.all([
+      heldConnections(ctx.base, 5, false, 15),
+      heldConnections(ctx.base, 5, true, 15),
+      rawExchange(ctx.base, 'GET /hello HTTP/1.1\r\nHost: x\r\n\r\n', 15_000),
+      rawExchange(ctx.base, 'POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab', 15_000),
+    ]);
+    assert.equal(silent.closed, 5, 'connections that sent nothing');
+    assert.equal(dribbling.closed, 5, 'connections that sent a header line every 2 s');
+    // uWS closes them unanswered; node:http says why
+    const answer = ctx.server.transport === 'uws' ? 'none' : '408';
+    assert.deepEqual([silent.answers, dribbling.answers], [{ [answer]: 5 }, { [answer]: 5 }]);
+    assert.deepEqual([statusLines(idle.text), idle.closed], [['200'], true], 'a kept-alive connection with no next request');
+    assert.deepEqual([stalled.text, stalled.closed], ['', true], 'a body that stopped arriving');
+  });
+});
+
+describe('http core: connection limit', () => {
+  it('answers a connection beyond maxConnections with 503 and closes it; one that closes makes room (node:http)', async (t) => {
+    const { server, base, url } = await startServer((s) => s.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' })), undefined, {
+      maxConnections: 2,
+    });
+    t.after(() => server.close());
+    if (server.transport === 'uws') return t.skip('uWS has no connection hook in JavaScript (docs/deploy.md)');
+    const held = await openConnections(base, 2);
+    const refused = await fetch(url('/hello'));
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(envelopeCode(Buffer.from(await refused.arrayBuffer())), 'too_many_connections');
+    held[0]!.destroy();
+    const deadline = performance.now() + 5000;
+    while ((await fetch(url('/hello'))).status !== 200) {
+      assert.ok(performance.now() < deadline, 'a connection that closed makes room');
+      await sleep(20);
+    }
+    for (const socket of held) socket.destroy();
   });
 });

@@ -12,8 +12,11 @@ import { toFile } from 'openai';
 import { interleavedWavBytes, readWavMono } from '../helpers/wav.js';
 import {
   conflictingContentLength,
+  envelopeCode,
   healthy,
+  heldConnections,
   longSpeechText,
+  openConnections,
   oversizedUpload,
   pausedSpeechStream,
   postJson,
@@ -128,6 +131,15 @@ describe('a client cannot take the server down: HTTP', { skip: SKIP }, () => {
     assert.deepEqual(statusLines(repeated.text), ['400']);
   });
 
+  it('closes hundreds of connections that send nothing or dribble their head within 15 s, serving meanwhile', async () => {
+    const held = Promise.all([heldConnections(server.base, 200, false, 15), heldConnections(server.base, 200, true, 15)]);
+    await sleep(1000);
+    assert.ok(await healthy(server.base), 'others are served while they are held');
+    const [silent, dribbling] = await held;
+    assert.deepEqual([silent.closed, dribbling.closed], [200, 200]);
+    assert.ok(await healthy(server.base));
+  });
+
   it('answers every oversized upload with 413, never a reset', async () => {
     const outcomes: string[] = [];
     for (let i = 0; i < 12; i++) outcomes.push(await oversizedUpload(server.base, 8, i % 3 !== 2));
@@ -216,6 +228,16 @@ describe('a client cannot take the server down: origins and paths', { skip: SKIP
       assert.equal((await wsUpgrade(ws + route, { origin: 'http://good.test' })).status, 101, route);
       assert.equal((await wsUpgrade(ws + route)).status, 101, `${route}: SDKs send no Origin`);
     }
+  });
+
+  it('answers connections beyond --max-connections with 503 too_many_connections (node:http)', async (t) => {
+    const server = await startTestServer(t, { maxConnections: 3 });
+    if (server.server.transport === 'uws') return t.skip('uWS has no connection hook in JavaScript (docs/deploy.md)');
+    const held = await openConnections(server.base, 3);
+    t.after(() => held.forEach((socket) => socket.destroy()));
+    const refused = await fetch(`${server.base}/healthz`);
+    assert.equal(refused.status, 503);
+    assert.equal(envelopeCode(Buffer.from(await refused.arrayBuffer())), 'too_many_connections');
   });
 
   it('answers the same for a path outside --models-dir as for a missing one', async (t) => {
