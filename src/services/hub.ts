@@ -1,6 +1,6 @@
 /**
  * Hugging Face hub client: downloads repository files into the cache layout the Python tools share
- * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and LFS sha256s,
+ * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and the hashes the hub's ETags give,
  * honours HF_TOKEN and offline mode, and reports progress. Processes sharing the cache (pods on one volume included)
  * download each blob once, under a file lock per blob. Only Node built-ins (global fetch).
  */
@@ -64,7 +64,9 @@ export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string
 
 const DEFAULT_REVISION = 'main';
 const REPO_FOLDER_PREFIX = 'models--';
-const COMMIT_SHA = /^[0-9a-f]{40}$/;
+/** Commit ids, and git blob ids: the ETag of a file that is not in LFS. */
+const SHA1_HEX = /^[0-9a-f]{40}$/;
+/** The ETag of an LFS file: the sha256 of its content. */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const REPO_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 /** Hub answers (commit, ETag) become file names in the cache: allow nothing that could escape it. */
@@ -95,8 +97,17 @@ interface BlobDownload {
   url: string;
   blobPath: string;
   size: number;
-  /** Set for LFS files, whose ETag is the sha256 of the content. */
-  sha256?: string;
+  /** What the content must hash to, from the ETag (null when the ETag is no hash this client knows). */
+  hash: BlobHash | null;
+}
+
+/**
+ * A blob's hash as its ETag (and so its name in blobs/) gives it: the sha256 of an LFS file's content, or for any
+ * other file its git blob id, the sha1 of `blob <size>\0` followed by the content.
+ */
+interface BlobHash {
+  algorithm: 'sha256' | 'git blob sha1';
+  digest: string;
 }
 
 /** One transfer of a blob shared by every concurrent caller; aborted only when all of them gave up. */
@@ -140,10 +151,7 @@ export class HubClient {
     }
     const repoDir = this.repoDir(repo);
     const blobPath = path.join(repoDir, 'blobs', metadata.etag);
-    await this.shareDownload(
-      { subject, url: metadata.downloadUrl, blobPath, size: metadata.size, ...(SHA256_HEX.test(metadata.etag) ? { sha256: metadata.etag } : {}) },
-      opts.signal,
-    );
+    await this.shareDownload({ subject, url: metadata.downloadUrl, blobPath, size: metadata.size, hash: blobHashOf(metadata.etag) }, opts.signal);
     const snapshotPath = path.join(repoDir, 'snapshots', metadata.commit, ...file.split('/'));
     await linkSnapshot(snapshotPath, blobPath);
     if (subject.revision !== metadata.commit) await writeRef(repoDir, subject.revision, metadata.commit);
@@ -188,6 +196,28 @@ export class HubClient {
       .sort((a, b) => a.repo.localeCompare(b.repo));
   }
 
+  /**
+   * Checks a file of this cache against the hash its blob is named by, and deletes the blob when it does not match,
+   * so that the next download fetches it again. For a file that failed to load: a blob that an older client, another
+   * tool or a failing disk left wrong would otherwise fail every load for good. Returns how it differed (null when
+   * it matches, or the file is no blob of this cache).
+   */
+  async discardIfCorrupt(filePath: string): Promise<string | null> {
+    const [blobPath, cacheDir] = await Promise.all([fsp.realpath(filePath).catch(() => null), fsp.realpath(this.options.cacheDir).catch(() => null)]);
+    if (blobPath === null || cacheDir === null || !blobPath.startsWith(cacheDir + path.sep) || path.basename(path.dirname(blobPath)) !== 'blobs') {
+      return null;
+    }
+    const mismatch = await hashMismatch(blobPath, blobHashOf(path.basename(blobPath)));
+    if (mismatch !== null) {
+      await fsp.rm(blobPath, { force: true });
+      this.options.logger?.warn(
+        { path: filePath, blob: blobPath },
+        `cached ${filePath} is corrupt (${mismatch}); deleted it, the next request downloads it again`,
+      );
+    }
+    return mismatch;
+  }
+
   private repoDir(repo: string): string {
     return path.join(this.options.cacheDir, REPO_FOLDER_PREFIX + repo.split('/').join('--'));
   }
@@ -195,7 +225,7 @@ export class HubClient {
   /** The snapshot folder a revision points to (a commit sha directly, a branch or tag through refs/), if cached. */
   private snapshotDir(repo: string, revision: string): string | null {
     const repoDir = this.repoDir(repo);
-    const commit = COMMIT_SHA.test(revision) ? revision : readRef(repoDir, revision);
+    const commit = SHA1_HEX.test(revision) ? revision : readRef(repoDir, revision);
     if (commit === null || !SAFE_FILE_NAME.test(commit)) return null;
     const dir = path.join(repoDir, 'snapshots', commit);
     return fs.existsSync(dir) ? dir : null;
@@ -531,7 +561,7 @@ async function writeRef(repoDir: string, revision: string, commit: string): Prom
   }
 }
 
-/** Size then (LFS files) sha256 against what the hub announced; a mismatching file is deleted, it would never become valid. */
+/** Size then hash against what the hub announced; a mismatching file is deleted, it would never become valid. */
 async function verifyDownload(download: BlobDownload, incompletePath: string): Promise<void> {
   const size = (await sizeOf(incompletePath)) ?? 0;
   if (size < download.size) {
@@ -540,23 +570,27 @@ async function verifyDownload(download: BlobDownload, incompletePath: string): P
       `download of ${subjectName(download.subject)} ended after ${size} of ${download.size} bytes; the partial file is kept and the next attempt resumes from there`,
     );
   }
-  let mismatch: string | null = null;
-  if (size > download.size) {
-    mismatch = `${size} bytes instead of the ${download.size} the hub announced`;
-  } else if (download.sha256 !== undefined) {
-    const actual = await sha256OfFile(incompletePath);
-    if (actual !== download.sha256) mismatch = `sha256 ${actual} instead of the ${download.sha256} the hub announced`;
-  }
+  const mismatch = size > download.size ? `${size} bytes instead of the ${download.size} the hub announced` : await hashMismatch(incompletePath, download.hash);
   if (mismatch !== null) {
     await fsp.rm(incompletePath, { force: true });
     throw new HubError('integrity', `downloaded ${subjectName(download.subject)} is corrupt (${mismatch}); it was deleted, try again`);
   }
 }
 
-async function sha256OfFile(file: string): Promise<string> {
-  const hash = createHash('sha256');
+function blobHashOf(etag: string): BlobHash | null {
+  if (SHA256_HEX.test(etag)) return { algorithm: 'sha256', digest: etag };
+  if (SHA1_HEX.test(etag)) return { algorithm: 'git blob sha1', digest: etag };
+  return null;
+}
+
+/** How `file` differs from `expected` (null when it matches, or nothing is expected). */
+async function hashMismatch(file: string, expected: BlobHash | null): Promise<string | null> {
+  if (expected === null) return null;
+  const hash = createHash(expected.algorithm === 'sha256' ? 'sha256' : 'sha1');
+  if (expected.algorithm === 'git blob sha1') hash.update(`blob ${(await fsp.stat(file)).size}\0`);
   for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
+  const actual = hash.digest('hex');
+  return actual === expected.digest ? null : `${expected.algorithm} ${actual} instead of the ${expected.digest} the hub announced`;
 }
 
 /** Settles with the shared transfer, or rejects at once when this caller's signal aborts. */

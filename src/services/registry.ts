@@ -287,20 +287,44 @@ export class ModelRegistry {
     if (builtin) return { model: await builtin.load(id), bytes: null };
     const started = performance.now();
     const resolved = await this.locate(id);
-    const engine = await this.engineFor(resolved.path, id);
-    this.options.logger.info({ model: id, engine: engine.name, path: resolved.path }, 'loading model');
     let model: LoadedModel;
     try {
-      model = await engine.load(resolved);
+      model = await this.loadFiles(resolved);
     } catch (error) {
-      throw new ApiError('invalid_model', `model ${id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, {
+      throw await this.discardCorruptDownloads(resolved, error);
+    }
+    this.options.logger.info({ model: id, engine: model.engine, ms: Math.round(performance.now() - started) }, 'model loaded');
+    const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
+    return { model, bytes: weights + projector };
+  }
+
+  private async loadFiles(resolved: ResolvedModel): Promise<LoadedModel> {
+    const engine = await this.engineFor(resolved.path, resolved.id);
+    this.options.logger.info({ model: resolved.id, engine: engine.name, path: resolved.path }, 'loading model');
+    try {
+      return await engine.load(resolved);
+    } catch (error) {
+      throw new ApiError('invalid_model', `model ${resolved.id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, {
         param: 'model',
         cause: error,
       });
     }
-    this.options.logger.info({ model: id, engine: engine.name, ms: Math.round(performance.now() - started) }, 'model loaded');
-    const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
-    return { model, bytes: weights + projector };
+  }
+
+  /**
+   * After files failed to load: those from the hub cache that no longer match their hash are deleted, and the error
+   * says the next request downloads them again (else the same bad file would fail every load).
+   */
+  private async discardCorruptDownloads(resolved: ResolvedModel, loadError: unknown): Promise<unknown> {
+    const files = resolved.projector ? [resolved.path, resolved.projector] : [resolved.path];
+    const mismatches = (await Promise.all(files.map((file) => this.options.hub.discardIfCorrupt(file)))).filter((m) => m !== null);
+    if (mismatches.length === 0) return loadError;
+    return new ApiError(
+      'model_download_failed',
+      `model ${resolved.id} could not be loaded: its download in the hub cache is corrupt (${mismatches.join('; ')}); ` +
+        'it was deleted, and the next request downloads it again',
+      { param: 'model', cause: loadError },
+    );
   }
 
   /** Local files as they are; hub IDs downloaded into the hub cache (or built by a fallback when the hub is out of reach). */

@@ -38,7 +38,7 @@ export interface FileFaults {
   truncateTimes?: number;
   /** Answer 200 with the whole file to `Range` requests. */
   ignoreRange?: boolean;
-  /** Serve the content with this byte flipped (headers still announce the true sha256). */
+  /** Serve the content with this byte flipped (headers still announce the true hashes). */
   corruptByteAt?: number;
   /** Pause between chunks of content. */
   chunkDelayMs?: number;
@@ -299,7 +299,8 @@ async function listen(): Promise<{ server: http.Server; url: string }> {
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
-function gitBlobId(content: Buffer): string {
+/** The git blob id: the ETag the hub gives a file outside LFS. */
+export function gitBlobId(content: Buffer): string {
   return createHash('sha1').update(`blob ${content.length}\0`).update(content).digest('hex');
 }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
@@ -122,6 +123,22 @@ describe('model management API', () => {
       'only a partial file, never a valid-looking blob',
     );
     assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V5)}`, { method: 'POST' })).status, 200);
+  });
+
+  it('a cached download that fails to load is checked again, and deleted when corrupt so the next load downloads it', async (t) => {
+    const { base, double, hubCache } = await withHub(t);
+    const load = (): Promise<Response> => fetch(`${base}/v1/models?model_name=${encodeURIComponent(V6)}`, { method: 'POST' });
+    assert.equal((await load()).status, 200);
+    assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V6)}`, { method: 'DELETE' })).status, 204);
+    // other bytes of the right size in the blob, as a hub that served them (or a failing disk) left it
+    const blob = path.join(hubCache, 'models--ggml-org--whisper-vad', 'blobs', createHash('sha256').update(fs.readFileSync(SILERO_V6)).digest('hex'));
+    fs.writeFileSync(blob, Buffer.alloc(fs.statSync(blob).size, 0x20));
+
+    const corrupt = await envelope(await load(), 502, 'model_download_failed');
+    assert.match(corrupt.message, /corrupt \(sha256 [0-9a-f]{64} instead of the [0-9a-f]{64} .*next request downloads it again/);
+    assert.equal(fs.existsSync(blob), false, 'the bad blob is gone');
+    assert.equal((await load()).status, 200);
+    assert.equal(double.contentTransfers(REPO, 'ggml-silero-v6.2.0.bin').length, 2, 'downloaded again');
   });
 
   it('serves from the cache in offline mode and says so on a miss', async (t) => {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultHubCacheDir, HubClient, HubError, type HubErrorKind, type HubOptions } from '../../src/services/hub.js';
-import { HubDouble, type HubDoubleOptions } from '../helpers/hub-double.js';
+import { gitBlobId, HubDouble, type HubDoubleOptions } from '../helpers/hub-double.js';
 import { SILERO_V6 } from '../helpers/paths.js';
 
 const REPO = 'ggml-org/whisper-vad';
@@ -206,6 +206,41 @@ describe('hub client', () => {
     await rejectsWith(client.downloadFile(REPO, FILE), 'integrity', new RegExp(`corrupt \\(sha256 [0-9a-f]{64} instead of the ${SILERO_SHA256}`));
     assertNothingValidCached(s, client);
     assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [], 'no blob, no .incomplete');
+  });
+
+  it('a file outside LFS is checked against its git blob id: other bytes of the right size are refused', async (t) => {
+    const s = await setup(t);
+    s.double.setFaults(REPO, SMALL_FILE, { corruptByteAt: 3 });
+    const client = s.client();
+    const gitOid = gitBlobId(SMALL_CONTENT);
+    await rejectsWith(client.downloadFile(REPO, SMALL_FILE), 'integrity', new RegExp(`corrupt \\(git blob sha1 [0-9a-f]{40} instead of the ${gitOid} `));
+    assert.equal(client.cachedFile(REPO, SMALL_FILE), null);
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [], 'no blob, no .incomplete');
+
+    s.double.setFaults(REPO, SMALL_FILE, {});
+    assert.deepEqual(await fsp.readFile(await client.downloadFile(REPO, SMALL_FILE)), SMALL_CONTENT);
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [gitOid]);
+  });
+
+  it('discardIfCorrupt deletes a cached blob that no longer matches its hash, and nothing else', async (t) => {
+    const s = await setup(t);
+    const client = s.client();
+    const [lfsPath, smallPath] = [await client.downloadFile(REPO, FILE), await client.downloadFile(REPO, SMALL_FILE)];
+    assert.equal(await client.discardIfCorrupt(lfsPath), null, 'an intact LFS blob stays');
+    assert.equal(await client.discardIfCorrupt(smallPath), null, 'an intact git blob stays');
+    assert.equal(await client.discardIfCorrupt(SILERO_V6), null, 'a file outside the cache is not touched');
+    assert.ok(fs.existsSync(SILERO_V6));
+
+    // other bytes of the same size, as a bad copy left in the cache would be
+    for (const file of [lfsPath, smallPath]) await fsp.writeFile(await fsp.realpath(file), Buffer.alloc((await fsp.stat(file)).size, 0x20));
+    assert.match((await client.discardIfCorrupt(lfsPath)) ?? '', new RegExp(`^sha256 [0-9a-f]{64} instead of the ${SILERO_SHA256} `));
+    assert.match((await client.discardIfCorrupt(smallPath)) ?? '', new RegExp(`^git blob sha1 [0-9a-f]{40} instead of the ${gitBlobId(SMALL_CONTENT)} `));
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), []);
+    assert.equal(client.cachedFile(REPO, FILE), null);
+    assert.ok(s.warnLogs.some((line) => line.includes('is corrupt') && line.includes('the next request downloads it again')));
+
+    assert.deepEqual(await fsp.readFile(await client.downloadFile(REPO, FILE)), SILERO, 'downloaded again');
+    assert.equal(s.double.contentTransfers(REPO, FILE).length, 2);
   });
 
   it('listFiles lists the repo recursively across pages, and from the cache when offline', async (t) => {
