@@ -1,8 +1,9 @@
 /**
  * Hugging Face hub client: downloads repository files into the cache layout the Python tools share
  * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and the hashes the hub's ETags give,
- * honours HF_TOKEN and offline mode, and reports progress. Processes sharing the cache (pods on one volume included)
- * download each blob once, under a file lock per blob. Only Node built-ins (global fetch).
+ * honours HF_TOKEN and offline mode, and reports progress. A hub that stops sending ends the request after the
+ * inactivity timeout. Processes sharing the cache (pods on one volume included) download each blob once, under a file
+ * lock per blob. Only Node built-ins (global fetch).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -10,6 +11,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { acquireFileLock, isNotFound, type LockOwner } from './file-lock.js';
+import { SharedWork } from './shared-work.js';
 
 export interface HubLogger {
   info(obj: object, msg?: string): void;
@@ -28,6 +30,8 @@ export interface HubOptions {
   logger?: HubLogger;
   /** Draw a progress bar on stderr when it is a TTY. */
   progressBar?: boolean;
+  /** A request to the hub (or its CDN) that receives nothing for this long fails; DEFAULT_DOWNLOAD_TIMEOUT_S when unset. */
+  inactivityTimeoutMs?: number;
 }
 
 export interface HubFile {
@@ -61,6 +65,9 @@ export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string
   if (env.HF_HUB_CACHE) return env.HF_HUB_CACHE;
   return path.join(env.HF_HOME || path.join(os.homedir(), '.cache', 'huggingface'), 'hub');
 }
+
+/** `--download-timeout`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
+export const DEFAULT_DOWNLOAD_TIMEOUT_S = 30;
 
 const DEFAULT_REVISION = 'main';
 const REPO_FOLDER_PREFIX = 'models--';
@@ -110,13 +117,6 @@ interface BlobHash {
   digest: string;
 }
 
-/** One transfer of a blob shared by every concurrent caller; aborted only when all of them gave up. */
-interface SharedDownload {
-  promise: Promise<void>;
-  controller: AbortController;
-  waiters: number;
-}
-
 interface TreeEntry {
   type: string;
   path: string;
@@ -125,15 +125,17 @@ interface TreeEntry {
 }
 
 /** Transfers under way in this process, by blob path: shared by every client on the same cache. */
-const inFlightDownloads = new Map<string, SharedDownload>();
+const inFlightDownloads = new Map<string, SharedWork<void>>();
 
 export class HubClient {
   private readonly endpoint: string;
   private readonly endpointOrigin: string;
+  private readonly inactivityTimeoutMs: number;
 
   constructor(private readonly options: HubOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, '');
     this.endpointOrigin = new URL(this.endpoint).origin;
+    this.inactivityTimeoutMs = options.inactivityTimeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_S * 1000;
   }
 
   /** Local path (snapshot symlink path) of one file of a repo, downloading it if needed. */
@@ -264,7 +266,12 @@ export class HubClient {
     const file = subject.file ?? '';
     const resolveUrl = `${this.endpoint}/${subject.repo}/resolve/${encodeURIComponent(subject.revision)}/${file.split('/').map(encodeURIComponent).join('/')}`;
     // Stop at the hub's own answer (it carries X-Repo-Commit): the CDN an LFS redirect points to knows nothing of the repo.
-    const { response, url } = await this.request(resolveUrl, { method: 'HEAD', signal, followRedirect: (r) => !r.headers.has('x-repo-commit') }, subject);
+    using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+    const { response, url } = await this.request(
+      resolveUrl,
+      { method: 'HEAD', signal, stall, followRedirect: (r) => !r.headers.has('x-repo-commit') },
+      subject,
+    );
     const headers = response.headers;
     const commit = headers.get('x-repo-commit');
     const etag = (headers.get('x-linked-etag') ?? headers.get('etag'))?.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
@@ -283,12 +290,15 @@ export class HubClient {
     const files: HubFile[] = [];
     let pageUrl: string | null = `${this.endpoint}/api/models/${subject.repo}/tree/${encodeURIComponent(subject.revision)}?recursive=true`;
     while (pageUrl !== null) {
-      const { response } = await this.request(pageUrl, { method: 'GET', signal }, subject);
+      using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+      const { response } = await this.request(pageUrl, { method: 'GET', signal, stall }, subject);
       let entries: unknown;
       try {
-        entries = await response.json();
+        const chunks: Uint8Array[] = [];
+        for await (const chunk of chunksOf(response, stall)) chunks.push(chunk);
+        entries = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       } catch (error) {
-        throw this.toHubError(error, signal, subject);
+        throw this.toHubError(error, signal, subject, stall);
       }
       if (!Array.isArray(entries))
         throw new HubError('network', `${this.endpoint} answered the file list of ${subjectName(subject)} with something other than a list`);
@@ -309,7 +319,14 @@ export class HubClient {
    */
   private async request(
     url: string,
-    init: { method: 'GET' | 'HEAD'; headers?: Record<string, string>; signal: AbortSignal | undefined; followRedirect?: (response: Response) => boolean },
+    init: {
+      method: 'GET' | 'HEAD';
+      headers?: Record<string, string>;
+      signal: AbortSignal | undefined;
+      /** Ends the request when the hub sends nothing for too long; the caller goes on touching it while it reads the body. */
+      stall: InactivityTimeout;
+      followRedirect?: (response: Response) => boolean;
+    },
     subject: Subject,
   ): Promise<{ response: Response; url: string }> {
     let current = url;
@@ -324,10 +341,12 @@ export class HubClient {
       };
       let response: Response;
       try {
-        response = await fetch(current, { method: init.method, headers, redirect: 'manual', signal: init.signal ?? null });
+        const signal = init.signal ? AbortSignal.any([init.signal, init.stall.signal]) : init.stall.signal;
+        response = await fetch(current, { method: init.method, headers, redirect: 'manual', signal });
       } catch (error) {
-        throw this.toHubError(error, init.signal, subject);
+        throw this.toHubError(error, init.signal, subject, init.stall);
       }
+      init.stall.touch();
       const location = response.headers.get('location');
       if (REDIRECT_STATUSES.has(response.status) && location && (init.followRedirect?.(response) ?? true)) {
         await response.body?.cancel();
@@ -367,28 +386,44 @@ export class HubClient {
     return new HubError('network', `${this.endpoint} answered ${status} for ${subjectName(subject)}${detail}`, { status });
   }
 
-  private toHubError(error: unknown, signal: AbortSignal | undefined, subject: Subject): HubError {
+  private toHubError(error: unknown, signal: AbortSignal | undefined, subject: Subject, stall: InactivityTimeout): HubError {
     if (error instanceof HubError) return error;
     if (signal?.aborted) return new HubError('aborted', `download of ${subjectName(subject)} was aborted`, { cause: error });
-    return new HubError('network', `request to ${this.endpoint} for ${subjectName(subject)} failed: ${causeMessage(error)}`, { cause: error });
+    const reason = stall.fired ? stall.description : causeMessage(error);
+    return new HubError('network', `request to ${this.endpoint} for ${subjectName(subject)} failed: ${reason}`, { cause: error });
   }
 
   /** Joins the transfer of this blob already under way in this process, or starts it. */
   private shareDownload(download: BlobDownload, signal: AbortSignal | undefined): Promise<void> {
     let shared = inFlightDownloads.get(download.blobPath);
-    if (shared === undefined || shared.controller.signal.aborted) {
+    if (shared === undefined || shared.abandoned) {
       // A transfer every caller gave up on may still be winding down: start after it, never two writers on one .incomplete
       const previous = shared?.promise.catch(() => undefined) ?? Promise.resolve();
-      const controller = new AbortController();
-      const promise: Promise<void> = previous
-        .then(() => this.downloadBlob(download, controller.signal))
-        .finally(() => {
-          if (inFlightDownloads.get(download.blobPath)?.promise === promise) inFlightDownloads.delete(download.blobPath);
-        });
-      shared = { promise, controller, waiters: 0 };
-      inFlightDownloads.set(download.blobPath, shared);
+      const work: SharedWork<void> = new SharedWork((workSignal) =>
+        previous
+          .then(() => this.downloadBlob(download, workSignal))
+          .catch((error: unknown) => {
+            this.logFailure(download.subject, error, workSignal.aborted);
+            throw error;
+          })
+          .finally(() => {
+            if (inFlightDownloads.get(download.blobPath) === work) inFlightDownloads.delete(download.blobPath);
+          }),
+      );
+      inFlightDownloads.set(download.blobPath, work);
+      shared = work;
     }
-    return waitForShared(shared, signal, download.subject);
+    return shared.wait(signal, () => new HubError('aborted', `download of ${subjectName(download.subject)} was aborted`));
+  }
+
+  /** How a download that did not succeed ended, once per transfer however many waited (DownloadProgress logs a success). */
+  private logFailure(subject: Subject, error: unknown, cancelled: boolean): void {
+    const outcome = cancelled ? 'cancelled' : error instanceof HubError ? error.kind : 'failed';
+    const message =
+      error instanceof HubError
+        ? error.message
+        : `download of ${subjectName(subject)} ${cancelled ? 'was cancelled: no request waits for it' : `failed: ${causeMessage(error)}`}`;
+    this.options.logger?.warn({ repo: subject.repo, file: subject.file, outcome }, message);
   }
 
   /**
@@ -442,7 +477,8 @@ export class HubClient {
 
   private async transfer(download: BlobDownload, incompletePath: string, offset: number, signal: AbortSignal): Promise<void> {
     const { subject } = download;
-    const { response } = await this.request(download.url, { method: 'GET', signal, headers: offset > 0 ? { Range: `bytes=${offset}-` } : {} }, subject);
+    using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+    const { response } = await this.request(download.url, { method: 'GET', signal, stall, headers: offset > 0 ? { Range: `bytes=${offset}-` } : {} }, subject);
     // A server that ignores Range answers 200 with the whole file: start over
     const resumeFrom = response.status === 206 ? offset : 0;
     const progress = new DownloadProgress(this.options, download, resumeFrom);
@@ -451,7 +487,7 @@ export class HubClient {
     const handle = await fsp.open(incompletePath, resumeFrom > 0 ? 'r+' : 'w');
     let written = resumeFrom;
     try {
-      for await (const chunk of response.body ?? []) {
+      for await (const chunk of chunksOf(response, stall)) {
         await handle.write(chunk, 0, chunk.byteLength, written);
         written += chunk.byteLength;
         if (written > download.size) break; // verifyDownload rejects it; no need to take in more
@@ -460,13 +496,11 @@ export class HubClient {
       await handle.sync();
       progress.finish(written);
     } catch (error) {
-      if (signal.aborted) throw this.toHubError(error, signal, subject);
-      throw new HubError(
-        'network',
-        `download of ${subjectName(subject)} was interrupted after ${written} of ${download.size} bytes (${causeMessage(error)}); ` +
-          'the partial file is kept and the next attempt resumes from there',
-        { cause: error },
-      );
+      const [name, partial] = [subjectName(subject), `after ${written} of ${download.size} bytes`];
+      const kept = 'the partial file is kept and the next attempt resumes from there';
+      if (signal.aborted) throw new HubError('aborted', `download of ${name} was cancelled ${partial} (no request waits for it); ${kept}`, { cause: error });
+      const [what, reason] = stall.fired ? ['stalled', stall.description] : ['was interrupted', causeMessage(error)];
+      throw new HubError('network', `download of ${name} ${what} ${partial} (${reason}); ${kept}`, { cause: error });
     } finally {
       progress.clearBar();
       await handle.close();
@@ -593,30 +627,48 @@ async function hashMismatch(file: string, expected: BlobHash | null): Promise<st
   return actual === expected.digest ? null : `${expected.algorithm} ${actual} instead of the ${expected.digest} the hub announced`;
 }
 
-/** Settles with the shared transfer, or rejects at once when this caller's signal aborts. */
-function waitForShared(shared: SharedDownload, signal: AbortSignal | undefined, subject: Subject): Promise<void> {
-  shared.waiters++;
-  return new Promise<void>((resolve, reject) => {
-    let settled = false;
-    const settle = (outcome: () => void): void => {
-      if (settled) return;
-      settled = true;
-      shared.waiters--;
-      signal?.removeEventListener('abort', onAbort);
-      outcome();
-    };
-    const onAbort = (): void =>
-      settle(() => {
-        if (shared.waiters === 0) shared.controller.abort();
-        reject(new HubError('aborted', `download of ${subjectName(subject)} was aborted`));
-      });
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    shared.promise.then(
-      () => settle(resolve),
-      (error: unknown) => settle(() => reject(error)),
-    );
-  });
+/**
+ * Aborts its signal once `ms` pass without `touch()`: a hub that stops sending ends the request instead of holding
+ * it (and every request waiting for the model) until undici's own 300 s timeouts.
+ */
+class InactivityTimeout implements Disposable {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly ms: number) {
+    this.timer = setTimeout(() => this.controller.abort(), ms);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get fired(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** What happened once it fired, for messages. */
+  get description(): string {
+    return `nothing arrived for ${this.ms / 1000} s (--download-timeout)`;
+  }
+
+  touch(): void {
+    this.timer.refresh();
+  }
+
+  [Symbol.dispose](): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/** A response body's chunks. `stall` restarts at each one and once the caller is done with it (writing it out is no silence). */
+async function* chunksOf(response: Response, stall: InactivityTimeout): AsyncGenerator<Uint8Array> {
+  stall.touch();
+  for await (const chunk of response.body ?? []) {
+    stall.touch();
+    yield chunk;
+    stall.touch();
+  }
 }
 
 function formatBytes(bytes: number): string {

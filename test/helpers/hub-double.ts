@@ -57,6 +57,8 @@ export interface RecordedRequest {
   status?: number;
   /** A GET that sent (some of) the file's content. */
   content: boolean;
+  /** The connection closed before the whole answer went out: the client left, or a fault cut it. */
+  endedEarly?: boolean;
 }
 
 interface DoubleFile {
@@ -145,7 +147,10 @@ export class HubDouble {
     };
     this.requests.push(record);
     res.on('finish', () => (record.status = res.statusCode));
-    res.on('close', () => (record.status ??= res.statusCode));
+    res.on('close', () => {
+      record.status ??= res.statusCode;
+      if (!res.writableFinished) record.endedEarly = true;
+    });
     // Segments stay encoded until split: a revision like refs/pr/1 arrives as refs%2Fpr%2F1
     const segments = url.pathname.split('/').slice(1).map(decodeURIComponent);
     try {
@@ -290,6 +295,14 @@ export class HubDouble {
     }
     return repo;
   }
+}
+
+/** For `pauseAt`: a promise held until the test ends, or until `release` is called. */
+export function heldUntilEnd(scope: { after(fn: () => void): void }): { held: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  scope.after(() => release());
+  return { held, release };
 }
 
 /** A server on an ephemeral port of 127.0.0.1; each one is its own origin. */
