@@ -56,7 +56,7 @@ if (testDeps.length) {
 }
 // the suites that talk HTTP or WebSocket to a server run a second time on node:http when voxd's own choice is
 // uWebSockets.js, so both transports are held to the same tests (where uWS does not load, node:http is the choice)
-const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api', 'ui'];
+const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api', 'ui', 'ui-server'];
 const autoTransport = spawnSync(
   process.execPath,
   [

@@ -37,7 +37,7 @@ export function mountModelRoutes(http: HttpServer, { registry, config }: RouteCo
 
   http.route('POST', '/v1/models', async (req, reply) => {
     const name = await modelName(req, jsonLimitBytes);
-    const model = await registry.load(name);
+    const model = await registry.load(name, { signal: req.signal });
     reply.json({ status: 'success', message: `Model ${name} added successfully`, model });
   });
 

@@ -1,8 +1,9 @@
 /**
  * Hugging Face hub client: downloads repository files into the cache layout the Python tools share
- * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and LFS sha256s,
- * honours HF_TOKEN and offline mode, and reports progress. Processes sharing the cache (pods on one volume included)
- * download each blob once, under a file lock per blob. Only Node built-ins (global fetch).
+ * (`models--owner--name/{blobs,snapshots,refs}`), resumes partial files, verifies sizes and the hashes the hub's ETags give,
+ * honours HF_TOKEN and offline mode, and reports progress. A hub that stops sending ends the request after the
+ * inactivity timeout. Processes sharing the cache (pods on one volume included) download each blob once, under a file
+ * lock per blob. Only Node built-ins (global fetch).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -10,6 +11,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { acquireFileLock, isNotFound, type LockOwner } from './file-lock.js';
+import { SharedWork } from './shared-work.js';
 
 export interface HubLogger {
   info(obj: object, msg?: string): void;
@@ -28,6 +30,8 @@ export interface HubOptions {
   logger?: HubLogger;
   /** Draw a progress bar on stderr when it is a TTY. */
   progressBar?: boolean;
+  /** A request to the hub (or its CDN) that receives nothing for this long fails; DEFAULT_DOWNLOAD_TIMEOUT_S when unset. */
+  inactivityTimeoutMs?: number;
 }
 
 export interface HubFile {
@@ -62,9 +66,14 @@ export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string
   return path.join(env.HF_HOME || path.join(os.homedir(), '.cache', 'huggingface'), 'hub');
 }
 
+/** `--download-timeout`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
+export const DEFAULT_DOWNLOAD_TIMEOUT_S = 30;
+
 const DEFAULT_REVISION = 'main';
 const REPO_FOLDER_PREFIX = 'models--';
-const COMMIT_SHA = /^[0-9a-f]{40}$/;
+/** Commit ids, and git blob ids: the ETag of a file that is not in LFS. */
+const SHA1_HEX = /^[0-9a-f]{40}$/;
+/** The ETag of an LFS file: the sha256 of its content. */
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const REPO_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 /** Hub answers (commit, ETag) become file names in the cache: allow nothing that could escape it. */
@@ -95,15 +104,17 @@ interface BlobDownload {
   url: string;
   blobPath: string;
   size: number;
-  /** Set for LFS files, whose ETag is the sha256 of the content. */
-  sha256?: string;
+  /** What the content must hash to, from the ETag (null when the ETag is no hash this client knows). */
+  hash: BlobHash | null;
 }
 
-/** One transfer of a blob shared by every concurrent caller; aborted only when all of them gave up. */
-interface SharedDownload {
-  promise: Promise<void>;
-  controller: AbortController;
-  waiters: number;
+/**
+ * A blob's hash as its ETag (and so its name in blobs/) gives it: the sha256 of an LFS file's content, or for any
+ * other file its git blob id, the sha1 of `blob <size>\0` followed by the content.
+ */
+interface BlobHash {
+  algorithm: 'sha256' | 'git blob sha1';
+  digest: string;
 }
 
 interface TreeEntry {
@@ -114,15 +125,17 @@ interface TreeEntry {
 }
 
 /** Transfers under way in this process, by blob path: shared by every client on the same cache. */
-const inFlightDownloads = new Map<string, SharedDownload>();
+const inFlightDownloads = new Map<string, SharedWork<void>>();
 
 export class HubClient {
   private readonly endpoint: string;
   private readonly endpointOrigin: string;
+  private readonly inactivityTimeoutMs: number;
 
   constructor(private readonly options: HubOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, '');
     this.endpointOrigin = new URL(this.endpoint).origin;
+    this.inactivityTimeoutMs = options.inactivityTimeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_S * 1000;
   }
 
   /** Local path (snapshot symlink path) of one file of a repo, downloading it if needed. */
@@ -140,10 +153,7 @@ export class HubClient {
     }
     const repoDir = this.repoDir(repo);
     const blobPath = path.join(repoDir, 'blobs', metadata.etag);
-    await this.shareDownload(
-      { subject, url: metadata.downloadUrl, blobPath, size: metadata.size, ...(SHA256_HEX.test(metadata.etag) ? { sha256: metadata.etag } : {}) },
-      opts.signal,
-    );
+    await this.shareDownload({ subject, url: metadata.downloadUrl, blobPath, size: metadata.size, hash: blobHashOf(metadata.etag) }, opts.signal);
     const snapshotPath = path.join(repoDir, 'snapshots', metadata.commit, ...file.split('/'));
     await linkSnapshot(snapshotPath, blobPath);
     if (subject.revision !== metadata.commit) await writeRef(repoDir, subject.revision, metadata.commit);
@@ -188,6 +198,28 @@ export class HubClient {
       .sort((a, b) => a.repo.localeCompare(b.repo));
   }
 
+  /**
+   * Checks a file of this cache against the hash its blob is named by, and deletes the blob when it does not match,
+   * so that the next download fetches it again. For a file that failed to load: a blob that an older client, another
+   * tool or a failing disk left wrong would otherwise fail every load for good. Returns how it differed (null when
+   * it matches, or the file is no blob of this cache).
+   */
+  async discardIfCorrupt(filePath: string): Promise<string | null> {
+    const [blobPath, cacheDir] = await Promise.all([fsp.realpath(filePath).catch(() => null), fsp.realpath(this.options.cacheDir).catch(() => null)]);
+    if (blobPath === null || cacheDir === null || !blobPath.startsWith(cacheDir + path.sep) || path.basename(path.dirname(blobPath)) !== 'blobs') {
+      return null;
+    }
+    const mismatch = await hashMismatch(blobPath, blobHashOf(path.basename(blobPath)));
+    if (mismatch !== null) {
+      await fsp.rm(blobPath, { force: true });
+      this.options.logger?.warn(
+        { path: filePath, blob: blobPath },
+        `cached ${filePath} is corrupt (${mismatch}); deleted it, the next request downloads it again`,
+      );
+    }
+    return mismatch;
+  }
+
   private repoDir(repo: string): string {
     return path.join(this.options.cacheDir, REPO_FOLDER_PREFIX + repo.split('/').join('--'));
   }
@@ -195,7 +227,7 @@ export class HubClient {
   /** The snapshot folder a revision points to (a commit sha directly, a branch or tag through refs/), if cached. */
   private snapshotDir(repo: string, revision: string): string | null {
     const repoDir = this.repoDir(repo);
-    const commit = COMMIT_SHA.test(revision) ? revision : readRef(repoDir, revision);
+    const commit = SHA1_HEX.test(revision) ? revision : readRef(repoDir, revision);
     if (commit === null || !SAFE_FILE_NAME.test(commit)) return null;
     const dir = path.join(repoDir, 'snapshots', commit);
     return fs.existsSync(dir) ? dir : null;
@@ -234,7 +266,12 @@ export class HubClient {
     const file = subject.file ?? '';
     const resolveUrl = `${this.endpoint}/${subject.repo}/resolve/${encodeURIComponent(subject.revision)}/${file.split('/').map(encodeURIComponent).join('/')}`;
     // Stop at the hub's own answer (it carries X-Repo-Commit): the CDN an LFS redirect points to knows nothing of the repo.
-    const { response, url } = await this.request(resolveUrl, { method: 'HEAD', signal, followRedirect: (r) => !r.headers.has('x-repo-commit') }, subject);
+    using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+    const { response, url } = await this.request(
+      resolveUrl,
+      { method: 'HEAD', signal, stall, followRedirect: (r) => !r.headers.has('x-repo-commit') },
+      subject,
+    );
     const headers = response.headers;
     const commit = headers.get('x-repo-commit');
     const etag = (headers.get('x-linked-etag') ?? headers.get('etag'))?.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
@@ -253,12 +290,15 @@ export class HubClient {
     const files: HubFile[] = [];
     let pageUrl: string | null = `${this.endpoint}/api/models/${subject.repo}/tree/${encodeURIComponent(subject.revision)}?recursive=true`;
     while (pageUrl !== null) {
-      const { response } = await this.request(pageUrl, { method: 'GET', signal }, subject);
+      using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+      const { response } = await this.request(pageUrl, { method: 'GET', signal, stall }, subject);
       let entries: unknown;
       try {
-        entries = await response.json();
+        const chunks: Uint8Array[] = [];
+        for await (const chunk of chunksOf(response, stall)) chunks.push(chunk);
+        entries = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       } catch (error) {
-        throw this.toHubError(error, signal, subject);
+        throw this.toHubError(error, signal, subject, stall);
       }
       if (!Array.isArray(entries))
         throw new HubError('network', `${this.endpoint} answered the file list of ${subjectName(subject)} with something other than a list`);
@@ -279,7 +319,14 @@ export class HubClient {
    */
   private async request(
     url: string,
-    init: { method: 'GET' | 'HEAD'; headers?: Record<string, string>; signal: AbortSignal | undefined; followRedirect?: (response: Response) => boolean },
+    init: {
+      method: 'GET' | 'HEAD';
+      headers?: Record<string, string>;
+      signal: AbortSignal | undefined;
+      /** Ends the request when the hub sends nothing for too long; the caller goes on touching it while it reads the body. */
+      stall: InactivityTimeout;
+      followRedirect?: (response: Response) => boolean;
+    },
     subject: Subject,
   ): Promise<{ response: Response; url: string }> {
     let current = url;
@@ -294,10 +341,12 @@ export class HubClient {
       };
       let response: Response;
       try {
-        response = await fetch(current, { method: init.method, headers, redirect: 'manual', signal: init.signal ?? null });
+        const signal = init.signal ? AbortSignal.any([init.signal, init.stall.signal]) : init.stall.signal;
+        response = await fetch(current, { method: init.method, headers, redirect: 'manual', signal });
       } catch (error) {
-        throw this.toHubError(error, init.signal, subject);
+        throw this.toHubError(error, init.signal, subject, init.stall);
       }
+      init.stall.touch();
       const location = response.headers.get('location');
       if (REDIRECT_STATUSES.has(response.status) && location && (init.followRedirect?.(response) ?? true)) {
         await response.body?.cancel();
@@ -337,28 +386,44 @@ export class HubClient {
     return new HubError('network', `${this.endpoint} answered ${status} for ${subjectName(subject)}${detail}`, { status });
   }
 
-  private toHubError(error: unknown, signal: AbortSignal | undefined, subject: Subject): HubError {
+  private toHubError(error: unknown, signal: AbortSignal | undefined, subject: Subject, stall: InactivityTimeout): HubError {
     if (error instanceof HubError) return error;
     if (signal?.aborted) return new HubError('aborted', `download of ${subjectName(subject)} was aborted`, { cause: error });
-    return new HubError('network', `request to ${this.endpoint} for ${subjectName(subject)} failed: ${causeMessage(error)}`, { cause: error });
+    const reason = stall.fired ? stall.description : causeMessage(error);
+    return new HubError('network', `request to ${this.endpoint} for ${subjectName(subject)} failed: ${reason}`, { cause: error });
   }
 
   /** Joins the transfer of this blob already under way in this process, or starts it. */
   private shareDownload(download: BlobDownload, signal: AbortSignal | undefined): Promise<void> {
     let shared = inFlightDownloads.get(download.blobPath);
-    if (shared === undefined || shared.controller.signal.aborted) {
+    if (shared === undefined || shared.abandoned) {
       // A transfer every caller gave up on may still be winding down: start after it, never two writers on one .incomplete
       const previous = shared?.promise.catch(() => undefined) ?? Promise.resolve();
-      const controller = new AbortController();
-      const promise: Promise<void> = previous
-        .then(() => this.downloadBlob(download, controller.signal))
-        .finally(() => {
-          if (inFlightDownloads.get(download.blobPath)?.promise === promise) inFlightDownloads.delete(download.blobPath);
-        });
-      shared = { promise, controller, waiters: 0 };
-      inFlightDownloads.set(download.blobPath, shared);
+      const work: SharedWork<void> = new SharedWork((workSignal) =>
+        previous
+          .then(() => this.downloadBlob(download, workSignal))
+          .catch((error: unknown) => {
+            this.logFailure(download.subject, error, workSignal.aborted);
+            throw error;
+          })
+          .finally(() => {
+            if (inFlightDownloads.get(download.blobPath) === work) inFlightDownloads.delete(download.blobPath);
+          }),
+      );
+      inFlightDownloads.set(download.blobPath, work);
+      shared = work;
     }
-    return waitForShared(shared, signal, download.subject);
+    return shared.wait(signal, () => new HubError('aborted', `download of ${subjectName(download.subject)} was aborted`));
+  }
+
+  /** How a download that did not succeed ended, once per transfer however many waited (DownloadProgress logs a success). */
+  private logFailure(subject: Subject, error: unknown, cancelled: boolean): void {
+    const outcome = cancelled ? 'cancelled' : error instanceof HubError ? error.kind : 'failed';
+    const message =
+      error instanceof HubError
+        ? error.message
+        : `download of ${subjectName(subject)} ${cancelled ? 'was cancelled: no request waits for it' : `failed: ${causeMessage(error)}`}`;
+    this.options.logger?.warn({ repo: subject.repo, file: subject.file, outcome }, message);
   }
 
   /**
@@ -412,7 +477,8 @@ export class HubClient {
 
   private async transfer(download: BlobDownload, incompletePath: string, offset: number, signal: AbortSignal): Promise<void> {
     const { subject } = download;
-    const { response } = await this.request(download.url, { method: 'GET', signal, headers: offset > 0 ? { Range: `bytes=${offset}-` } : {} }, subject);
+    using stall = new InactivityTimeout(this.inactivityTimeoutMs);
+    const { response } = await this.request(download.url, { method: 'GET', signal, stall, headers: offset > 0 ? { Range: `bytes=${offset}-` } : {} }, subject);
     // A server that ignores Range answers 200 with the whole file: start over
     const resumeFrom = response.status === 206 ? offset : 0;
     const progress = new DownloadProgress(this.options, download, resumeFrom);
@@ -421,7 +487,7 @@ export class HubClient {
     const handle = await fsp.open(incompletePath, resumeFrom > 0 ? 'r+' : 'w');
     let written = resumeFrom;
     try {
-      for await (const chunk of response.body ?? []) {
+      for await (const chunk of chunksOf(response, stall)) {
         await handle.write(chunk, 0, chunk.byteLength, written);
         written += chunk.byteLength;
         if (written > download.size) break; // verifyDownload rejects it; no need to take in more
@@ -430,13 +496,11 @@ export class HubClient {
       await handle.sync();
       progress.finish(written);
     } catch (error) {
-      if (signal.aborted) throw this.toHubError(error, signal, subject);
-      throw new HubError(
-        'network',
-        `download of ${subjectName(subject)} was interrupted after ${written} of ${download.size} bytes (${causeMessage(error)}); ` +
-          'the partial file is kept and the next attempt resumes from there',
-        { cause: error },
-      );
+      const [name, partial] = [subjectName(subject), `after ${written} of ${download.size} bytes`];
+      const kept = 'the partial file is kept and the next attempt resumes from there';
+      if (signal.aborted) throw new HubError('aborted', `download of ${name} was cancelled ${partial} (no request waits for it); ${kept}`, { cause: error });
+      const [what, reason] = stall.fired ? ['stalled', stall.description] : ['was interrupted', causeMessage(error)];
+      throw new HubError('network', `download of ${name} ${what} ${partial} (${reason}); ${kept}`, { cause: error });
     } finally {
       progress.clearBar();
       await handle.close();
@@ -531,7 +595,7 @@ async function writeRef(repoDir: string, revision: string, commit: string): Prom
   }
 }
 
-/** Size then (LFS files) sha256 against what the hub announced; a mismatching file is deleted, it would never become valid. */
+/** Size then hash against what the hub announced; a mismatching file is deleted, it would never become valid. */
 async function verifyDownload(download: BlobDownload, incompletePath: string): Promise<void> {
   const size = (await sizeOf(incompletePath)) ?? 0;
   if (size < download.size) {
@@ -540,49 +604,71 @@ async function verifyDownload(download: BlobDownload, incompletePath: string): P
       `download of ${subjectName(download.subject)} ended after ${size} of ${download.size} bytes; the partial file is kept and the next attempt resumes from there`,
     );
   }
-  let mismatch: string | null = null;
-  if (size > download.size) {
-    mismatch = `${size} bytes instead of the ${download.size} the hub announced`;
-  } else if (download.sha256 !== undefined) {
-    const actual = await sha256OfFile(incompletePath);
-    if (actual !== download.sha256) mismatch = `sha256 ${actual} instead of the ${download.sha256} the hub announced`;
-  }
+  const mismatch = size > download.size ? `${size} bytes instead of the ${download.size} the hub announced` : await hashMismatch(incompletePath, download.hash);
   if (mismatch !== null) {
     await fsp.rm(incompletePath, { force: true });
     throw new HubError('integrity', `downloaded ${subjectName(download.subject)} is corrupt (${mismatch}); it was deleted, try again`);
   }
 }
 
-async function sha256OfFile(file: string): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
+function blobHashOf(etag: string): BlobHash | null {
+  if (SHA256_HEX.test(etag)) return { algorithm: 'sha256', digest: etag };
+  if (SHA1_HEX.test(etag)) return { algorithm: 'git blob sha1', digest: etag };
+  return null;
 }
 
-/** Settles with the shared transfer, or rejects at once when this caller's signal aborts. */
-function waitForShared(shared: SharedDownload, signal: AbortSignal | undefined, subject: Subject): Promise<void> {
-  shared.waiters++;
-  return new Promise<void>((resolve, reject) => {
-    let settled = false;
-    const settle = (outcome: () => void): void => {
-      if (settled) return;
-      settled = true;
-      shared.waiters--;
-      signal?.removeEventListener('abort', onAbort);
-      outcome();
-    };
-    const onAbort = (): void =>
-      settle(() => {
-        if (shared.waiters === 0) shared.controller.abort();
-        reject(new HubError('aborted', `download of ${subjectName(subject)} was aborted`));
-      });
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    shared.promise.then(
-      () => settle(resolve),
-      (error: unknown) => settle(() => reject(error)),
-    );
-  });
+/** How `file` differs from `expected` (null when it matches, or nothing is expected). */
+async function hashMismatch(file: string, expected: BlobHash | null): Promise<string | null> {
+  if (expected === null) return null;
+  const hash = createHash(expected.algorithm === 'sha256' ? 'sha256' : 'sha1');
+  if (expected.algorithm === 'git blob sha1') hash.update(`blob ${(await fsp.stat(file)).size}\0`);
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
+  const actual = hash.digest('hex');
+  return actual === expected.digest ? null : `${expected.algorithm} ${actual} instead of the ${expected.digest} the hub announced`;
+}
+
+/**
+ * Aborts its signal once `ms` pass without `touch()`: a hub that stops sending ends the request instead of holding
+ * it (and every request waiting for the model) until undici's own 300 s timeouts.
+ */
+class InactivityTimeout implements Disposable {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly ms: number) {
+    this.timer = setTimeout(() => this.controller.abort(), ms);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get fired(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** What happened once it fired, for messages. */
+  get description(): string {
+    return `nothing arrived for ${this.ms / 1000} s (--download-timeout)`;
+  }
+
+  touch(): void {
+    this.timer.refresh();
+  }
+
+  [Symbol.dispose](): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/** A response body's chunks. `stall` restarts at each one and once the caller is done with it (writing it out is no silence). */
+async function* chunksOf(response: Response, stall: InactivityTimeout): AsyncGenerator<Uint8Array> {
+  stall.touch();
+  for await (const chunk of response.body ?? []) {
+    stall.touch();
+    yield chunk;
+    stall.touch();
+  }
 }
 
 function formatBytes(bytes: number): string {

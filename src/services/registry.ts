@@ -12,6 +12,7 @@ import { HubError, type HubClient, type HubFile } from './hub.js';
 import type { Metrics } from './metrics.js';
 import { normaliseModelId, parseModelId, type ModelRef } from './model-id.js';
 import { Gauge } from './metrics.js';
+import { SharedWork } from './shared-work.js';
 
 export const STT_ALIASES = ['whisper-1', 'gpt-4o-transcribe', 'gpt-4o-mini-transcribe'] as const;
 export const TTS_ALIASES = ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'] as const;
@@ -66,7 +67,8 @@ export interface RegistryOptions {
 
 interface Entry {
   id: string;
-  loading: Promise<LoadedModel>;
+  /** The load (a download first, for a hub model): shared by the requests that wait for it, cancelled when all left. */
+  loading: SharedWork<LoadedModel>;
   model: LoadedModel | null;
   created: number;
   refs: number;
@@ -121,13 +123,16 @@ export class ModelRegistry {
     return target;
   }
 
-  /** A loaded model for the duration of a request. Loads it on first use. */
-  async acquire<M extends LoadedModel = LoadedModel>(rawId: string, task?: ModelTask): Promise<ModelLease<M>> {
+  /**
+   * A loaded model for the duration of a request. Loads it on first use. When `signal` (the client's) aborts first,
+   * this request stops waiting at once, and a load (download) that no request waits for any more is cancelled.
+   */
+  async acquire<M extends LoadedModel = LoadedModel>(rawId: string, task?: ModelTask, signal?: AbortSignal): Promise<ModelLease<M>> {
     const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
     entry.refs += 1;
     let model: LoadedModel;
     try {
-      model = await entry.loading;
+      model = await waitForLoad(entry, signal);
     } catch (error) {
       entry.refs -= 1;
       throw error;
@@ -154,11 +159,11 @@ export class ModelRegistry {
     return latest?.id ?? null;
   }
 
-  /** POST /v1/models: loads (or finds loaded) and describes the model. */
-  async load(rawId: string, options: { pinned?: boolean } = {}): Promise<ModelInfo> {
+  /** POST /v1/models: loads (or finds loaded) and describes the model. `signal` as for `acquire`. */
+  async load(rawId: string, options: { pinned?: boolean; signal?: AbortSignal } = {}): Promise<ModelInfo> {
     const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
     if (options.pinned) entry.pinned = true;
-    await entry.loading;
+    await waitForLoad(entry, options.signal);
     entry.lastUsed = Date.now();
     return this.describeEntry(entry);
   }
@@ -240,80 +245,117 @@ export class ModelRegistry {
   }
 
   private entryFor(id: string): Entry {
-    let entry = this.entries.get(id);
-    if (!entry) {
-      const created: Entry = {
-        id,
-        loading: Promise.resolve(null as never),
-        model: null,
-        created: 0,
-        refs: 0,
-        lastUsed: Date.now(),
-        pinned: false,
-        retired: false,
-        loadOrder: 0,
-        bytes: null,
-      };
-      created.loading = this.loadModel(id).then(
-        ({ model, bytes }) => {
-          created.model = model;
-          created.bytes = bytes;
-          created.created = Math.floor(Date.now() / 1000);
-          created.loadOrder = ++this.loads;
-          this.changes++;
-          this.options.metrics.modelLoads.inc({ outcome: 'ok' });
-          this.enforceLimit(created);
-          return model;
-        },
-        (error: unknown) => {
-          // a failed load leaves no trace, so the next request retries
-          if (this.entries.get(id) === created) this.entries.delete(id);
-          this.options.metrics.modelLoads.inc({ outcome: 'error' });
-          throw error;
-        },
-      );
-      this.entries.set(id, created);
-      entry = created;
+    const existing = this.entries.get(id);
+    // a load every request left is being cancelled: a new request starts another (the hub resumes the partial file)
+    if (existing && !(existing.model === null && existing.loading.abandoned)) return existing;
+    const created: Entry = {
+      id,
+      // runs on once `created` is set: loadModel settles asynchronously
+      loading: new SharedWork((signal) =>
+        this.loadModel(id, signal).then(
+          (loaded) => this.loaded(created, loaded),
+          (error: unknown) => this.loadFailed(created, error, signal),
+        ),
+      ),
+      model: null,
+      created: 0,
+      refs: 0,
+      lastUsed: Date.now(),
+      pinned: false,
+      retired: false,
+      loadOrder: 0,
+      bytes: null,
+    };
+    this.entries.set(id, created);
+    return created;
+  }
+
+  private loaded(entry: Entry, { model, bytes }: { model: LoadedModel; bytes: number | null }): LoadedModel {
+    entry.model = model;
+    if (this.entries.get(entry.id) !== entry) {
+      // loaded after every request left and another load took its place (or the registry closed): no one can use it
+      void this.dispose(entry);
+      return model;
     }
-    return entry;
+    entry.bytes = bytes;
+    entry.created = Math.floor(Date.now() / 1000);
+    entry.loadOrder = ++this.loads;
+    this.changes++;
+    this.options.metrics.modelLoads.inc({ outcome: 'ok' });
+    this.enforceLimit(entry);
+    return model;
+  }
+
+  private loadFailed(entry: Entry, error: unknown, signal: AbortSignal): never {
+    // a failed load leaves no trace, so the next request retries
+    if (this.entries.get(entry.id) === entry) this.entries.delete(entry.id);
+    this.options.metrics.modelLoads.inc({ outcome: signal.aborted ? 'cancelled' : 'error' });
+    throw error;
   }
 
   private builtin(id: string): BuiltinModel | undefined {
     return Object.hasOwn(this.options.builtins ?? {}, id) ? this.options.builtins?.[id] : undefined;
   }
 
-  private async loadModel(id: string): Promise<{ model: LoadedModel; bytes: number | null }> {
+  private async loadModel(id: string, signal: AbortSignal): Promise<{ model: LoadedModel; bytes: number | null }> {
     const builtin = this.builtin(id);
     if (builtin) return { model: await builtin.load(id), bytes: null };
     const started = performance.now();
-    const resolved = await this.locate(id);
-    const engine = await this.engineFor(resolved.path, id);
-    this.options.logger.info({ model: id, engine: engine.name, path: resolved.path }, 'loading model');
+    const resolved = await this.locate(id, signal);
+    // every request left while the files were fetched: load nothing for no one
+    signal.throwIfAborted();
     let model: LoadedModel;
     try {
-      model = await engine.load(resolved);
+      model = await this.loadFiles(resolved);
     } catch (error) {
-      throw new ApiError('invalid_model', `model ${id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, {
-        param: 'model',
-        cause: error,
-      });
+      throw await this.discardCorruptDownloads(resolved, error);
     }
-    this.options.logger.info({ model: id, engine: engine.name, ms: Math.round(performance.now() - started) }, 'model loaded');
+    this.options.logger.info({ model: id, engine: model.engine, ms: Math.round(performance.now() - started) }, 'model loaded');
     const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
     return { model, bytes: weights + projector };
   }
 
+  private async loadFiles(resolved: ResolvedModel): Promise<LoadedModel> {
+    const engine = await this.engineFor(resolved.path, resolved.id);
+    this.options.logger.info({ model: resolved.id, engine: engine.name, path: resolved.path }, 'loading model');
+    try {
+      return await engine.load(resolved);
+    } catch (error) {
+      throw new ApiError('invalid_model', `model ${resolved.id} could not be loaded by the ${engine.name} engine: ${(error as Error).message}`, {
+        param: 'model',
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * After files failed to load: those from the hub cache that no longer match their hash are deleted, and the error
+   * says the next request downloads them again (else the same bad file would fail every load).
+   */
+  private async discardCorruptDownloads(resolved: ResolvedModel, loadError: unknown): Promise<unknown> {
+    const files = resolved.projector ? [resolved.path, resolved.projector] : [resolved.path];
+    const mismatches = (await Promise.all(files.map((file) => this.options.hub.discardIfCorrupt(file)))).filter((m) => m !== null);
+    if (mismatches.length === 0) return loadError;
+    return new ApiError(
+      'model_download_failed',
+      `model ${resolved.id} could not be loaded: its download in the hub cache is corrupt (${mismatches.join('; ')}); ` +
+        'it was deleted, and the next request downloads it again',
+      { param: 'model', cause: loadError },
+    );
+  }
+
   /** Local files as they are; hub IDs downloaded into the hub cache (or built by a fallback when the hub is out of reach). */
-  private async locate(id: string): Promise<ResolvedModel> {
+  private async locate(id: string, signal: AbortSignal): Promise<ResolvedModel> {
     const ref = parseModelId(id, this.options.modelsDirs) as ModelRef;
     if (ref.kind === 'local') return { id, path: ref.path, projector: null };
+    const { hub } = this.options;
     try {
-      if (ref.kind === 'hub-file') return { id, path: await this.options.hub.downloadFile(ref.repo, ref.file), projector: null };
-      const { model, projector } = this.pickRepoFiles(id, await this.options.hub.listFiles(ref.repo), ref.quant);
+      if (ref.kind === 'hub-file') return { id, path: await hub.downloadFile(ref.repo, ref.file, { signal }), projector: null };
+      const { model, projector } = this.pickRepoFiles(id, await hub.listFiles(ref.repo, { signal }), ref.quant);
       return {
         id,
-        path: await this.options.hub.downloadFile(ref.repo, model),
-        projector: projector ? await this.options.hub.downloadFile(ref.repo, projector) : null,
+        path: await hub.downloadFile(ref.repo, model, { signal }),
+        projector: projector ? await hub.downloadFile(ref.repo, projector, { signal }) : null,
       };
     } catch (error) {
       const fallback = this.options.fallbacks?.[id];
@@ -435,6 +477,11 @@ export class ModelRegistry {
       .flatMap((repo) => repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)));
     return [...builtins, ...aliases, vad, ...cached.filter((m) => m.id !== vad.id)];
   }
+}
+
+/** The entry's model once loaded; rejects at once with the signal's reason when it aborts first. */
+function waitForLoad(entry: Entry, signal: AbortSignal | undefined): Promise<LoadedModel> {
+  return entry.loading.wait(signal, () => signal?.reason);
 }
 
 function hubErrorToApi(id: string, error: unknown): unknown {

@@ -36,7 +36,7 @@ export class SeparationService {
   constructor(private readonly options: SeparationServiceOptions) {}
 
   async separate({ model: modelId, file, description, signal }: SeparationRequest): Promise<SeparatedAudio> {
-    using lease = await this.options.registry.acquire<SeparatorModel>(modelId, 'separation');
+    using lease = await this.options.registry.acquire<SeparatorModel>(modelId, 'separation', signal);
     const model = lease.model;
     const target = model.match(description);
     if (!target) {

@@ -59,10 +59,40 @@ export function loadUiAssets(dir = UI_DIST_DIR): Map<string, UiAsset> {
   return assets;
 }
 
-/** The smallest form of `asset` the client accepts, and its Content-Encoding (null: identity). */
+/**
+ * The form of `asset` the client prefers (its highest `q`; on a tie the smaller, brotli), and its Content-Encoding
+ * (null: identity, which is always acceptable here: it is the one form every client reads).
+ */
 export function pickEncoding(asset: UiAsset, acceptEncoding: string | undefined): { body: Buffer; encoding: string | null } {
-  const accepted = new Set((acceptEncoding ?? '').split(',').map((part) => part.split(';')[0]!.trim().toLowerCase()));
-  if (asset.brotli && accepted.has('br')) return { body: asset.brotli, encoding: 'br' };
-  if (asset.gzip && accepted.has('gzip')) return { body: asset.gzip, encoding: 'gzip' };
-  return { body: asset.body, encoding: null };
+  const quality = codingQuality(acceptEncoding);
+  let best: { body: Buffer; encoding: string | null; q: number } = { body: asset.body, encoding: null, q: 0 };
+  for (const [encoding, body] of [
+    ['br', asset.brotli],
+    ['gzip', asset.gzip],
+  ] as const) {
+    const q = quality(encoding);
+    if (body && q > best.q) best = { body, encoding, q };
+  }
+  return { body: best.body, encoding: best.encoding };
+}
+
+/** A weight: 0 to 1 with at most three decimals. */
+const QVALUE = /^(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/;
+
+/**
+ * How much a client wants each content coding, from its Accept-Encoding: `q=0` means not acceptable, `*` stands for
+ * every coding the header does not name, and a coding it does not name (with no `*`) is not acceptable. An entry
+ * with a malformed weight is ignored.
+ */
+function codingQuality(acceptEncoding: string | undefined): (coding: string) => number {
+  const named = new Map<string, number>();
+  for (const entry of (acceptEncoding ?? '').split(',')) {
+    const [coding, ...params] = entry.split(';').map((part) => part.trim().toLowerCase());
+    if (!coding || named.has(coding)) continue;
+    const weight = params.find((param) => param.startsWith('q='))?.slice(2) ?? '1';
+    if (QVALUE.test(weight)) named.set(coding, Number(weight));
+  }
+  const others = named.get('*') ?? 0;
+  // x-gzip is gzip's old name
+  return (coding) => named.get(coding) ?? (coding === 'gzip' ? named.get('x-gzip') : undefined) ?? others;
 }

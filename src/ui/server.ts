@@ -3,6 +3,7 @@
  * through the same HTTP toolkit as the API. The page learns the API's address from the configuration this server
  * writes into index.html, so nothing in the bundle names a host.
  */
+import { isIPv4, isIPv6 } from 'node:net';
 import { ApiError } from '../errors.js';
 import type { HttpReply } from '../http/reply.js';
 import { createHttpServer, type HttpLogger } from '../http/server.js';
@@ -53,6 +54,8 @@ export async function startUiServer(options: UiServerOptions): Promise<RunningUi
     reply
       .header('cache-control', 'no-cache')
       .header('content-security-policy', contentSecurityPolicy(config.apiBase))
+      // for browsers that predate CSP's frame-ancestors
+      .header('x-frame-options', 'DENY')
       .header('x-content-type-options', 'nosniff');
     reply.send(page, 'text/html; charset=utf-8');
   });
@@ -88,7 +91,8 @@ function scriptSafeJson(value: unknown): string {
 
 /**
  * Everything the page loads comes from this server; it talks only to the API (HTTP and WebSocket) and plays
- * audio it holds as blobs. The browser refuses anything else, so a stray CDN reference fails loudly.
+ * audio it holds as blobs. The browser refuses anything else, so a stray CDN reference fails loudly. No site may
+ * frame the page: its buttons (record, speak, unload a model) could be clicked through a disguise.
  */
 function contentSecurityPolicy(apiBase: string): string {
   const api = new URL(apiBase);
@@ -103,6 +107,7 @@ function contentSecurityPolicy(apiBase: string): string {
     "worker-src 'self' blob:",
     "base-uri 'none'",
     "form-action 'none'",
+    "frame-ancestors 'none'",
   ].join('; ');
 }
 
@@ -114,11 +119,20 @@ export function apiBaseFor(host: string, port: number, hostHeader: string | unde
   return `http://${hostname.includes(':') && !hostname.startsWith('[') ? `[${hostname}]` : hostname}:${port}`;
 }
 
+/** A DNS name (underscores allowed: container names have them), at most 253 characters, labels of at most 63. */
+const DNS_NAME = /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
+/** host[:port], the host bracketed when it is an IPv6 address. */
+const HOST_AND_PORT = /^(\[[^\]]*\]|[^:[\]]*)(?::(\d{1,5}))?$/;
+
+/**
+ * The host name in a Host header, which goes into the page's configuration and its Content-Security-Policy: so
+ * only a DNS name, an IPv4 address or a bracketed IPv6 address passes, anything else is a 400.
+ */
 function hostnameOf(hostHeader: string | undefined): string {
+  // HTTP/1.0 clients may send none
   if (!hostHeader) return 'localhost';
-  try {
-    return new URL(`http://${hostHeader}`).hostname;
-  } catch {
-    return 'localhost';
-  }
+  const [, name = '', port = '0'] = HOST_AND_PORT.exec(hostHeader) ?? [];
+  const valid = (name.startsWith('[') ? isIPv6(name.slice(1, -1)) : isIPv4(name) || DNS_NAME.test(name)) && Number(port) <= 65535;
+  if (!valid) throw new ApiError('invalid_request', `the Host header ${JSON.stringify(hostHeader)} is not a host name with an optional port`);
+  return name.toLowerCase();
 }

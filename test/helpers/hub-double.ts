@@ -38,7 +38,7 @@ export interface FileFaults {
   truncateTimes?: number;
   /** Answer 200 with the whole file to `Range` requests. */
   ignoreRange?: boolean;
-  /** Serve the content with this byte flipped (headers still announce the true sha256). */
+  /** Serve the content with this byte flipped (headers still announce the true hashes). */
   corruptByteAt?: number;
   /** Pause between chunks of content. */
   chunkDelayMs?: number;
@@ -57,6 +57,8 @@ export interface RecordedRequest {
   status?: number;
   /** A GET that sent (some of) the file's content. */
   content: boolean;
+  /** The connection closed before the whole answer went out: the client left, or a fault cut it. */
+  endedEarly?: boolean;
 }
 
 interface DoubleFile {
@@ -145,7 +147,10 @@ export class HubDouble {
     };
     this.requests.push(record);
     res.on('finish', () => (record.status = res.statusCode));
-    res.on('close', () => (record.status ??= res.statusCode));
+    res.on('close', () => {
+      record.status ??= res.statusCode;
+      if (!res.writableFinished) record.endedEarly = true;
+    });
     // Segments stay encoded until split: a revision like refs/pr/1 arrives as refs%2Fpr%2F1
     const segments = url.pathname.split('/').slice(1).map(decodeURIComponent);
     try {
@@ -292,6 +297,14 @@ export class HubDouble {
   }
 }
 
+/** For `pauseAt`: a promise held until the test ends, or until `release` is called. */
+export function heldUntilEnd(scope: { after(fn: () => void): void }): { held: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  scope.after(() => release());
+  return { held, release };
+}
+
 /** A server on an ephemeral port of 127.0.0.1; each one is its own origin. */
 async function listen(): Promise<{ server: http.Server; url: string }> {
   const server = http.createServer();
@@ -299,7 +312,8 @@ async function listen(): Promise<{ server: http.Server; url: string }> {
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
-function gitBlobId(content: Buffer): string {
+/** The git blob id: the ETag the hub gives a file outside LFS. */
+export function gitBlobId(content: Buffer): string {
   return createHash('sha1').update(`blob ${content.length}\0`).update(content).digest('hex');
 }
 

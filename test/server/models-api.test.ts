@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
-import { HubDouble } from '../helpers/hub-double.js';
+import { heldUntilEnd, HubDouble } from '../helpers/hub-double.js';
 import { SILERO_V5, SILERO_V6 } from '../helpers/paths.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -17,6 +19,30 @@ async function withHub(t: TestContext, flags: Record<string, unknown> = {}): Pro
   double.addRepo(REPO, { files: { 'ggml-silero-v6.2.0.bin': SILERO_V6, 'ggml-silero-v5.1.2.bin': SILERO_V5 } });
   const server = await startTestServer(t, flags, { HF_ENDPOINT: double.endpoint });
   return { ...server, double };
+}
+
+/** Asks the server to load `id`, as POST /v1/models does. */
+function postModel(base: string, id: string, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${base}/v1/models?model_name=${encodeURIComponent(id)}`, { method: 'POST', signal: signal ?? AbortSignal.timeout(15_000) });
+}
+
+/** Waits until `check` holds; fails after 15 s. */
+async function eventually(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = performance.now() + 15_000;
+  while (!(await check())) {
+    assert.ok(performance.now() < deadline, `${what}: not within 15 s`);
+    await sleep(20);
+  }
+}
+
+/** The server's log records so far (its JSON log files). */
+async function logRecords(logDir: string): Promise<{ msg?: string; outcome?: string }[]> {
+  const files = fs.readdirSync(logDir).filter((name) => name.endsWith('.log'));
+  const text = files.map((name) => fs.readFileSync(path.join(logDir, name), 'utf8')).join('');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as { msg?: string; outcome?: string });
 }
 
 function sdk(base: string): OpenAI {
@@ -85,6 +111,67 @@ describe('model management API', () => {
     assert.equal(double.contentTransfers(REPO, 'ggml-silero-v5.1.2.bin').length, 1);
   });
 
+  it('a download the hub stops sending fails every request waiting for it after --download-timeout, and resumes later', async (t) => {
+    const { base, double, logDir } = await withHub(t, { downloadTimeout: 1 });
+    const file = 'ggml-silero-v5.1.2.bin';
+    double.setFaults(REPO, file, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
+    const responses = await Promise.all([postModel(base, V5), postModel(base, V5)]);
+    for (const response of responses) {
+      const { message } = await envelope(response, 502, 'model_download_failed');
+      assert.match(
+        message,
+        /ggml-silero-v5\.1\.2\.bin stalled after \d+ of \d+ bytes \(nothing arrived for 1 s \(--download-timeout\)\); the partial file is kept/,
+      );
+    }
+    await eventually('the log says how the download ended', async () =>
+      (await logRecords(logDir)).some((r) => r.outcome === 'network' && /stalled after/.test(r.msg ?? '')),
+    );
+
+    double.setFaults(REPO, file, {});
+    assert.equal((await postModel(base, V5)).status, 200);
+    const transfers = double.contentTransfers(REPO, file);
+    assert.equal(transfers.length, 2);
+    assert.match(transfers[1]?.range ?? '', /^bytes=\d+-$/, 'resumed');
+  });
+
+  it('a client that leaves cancels the download when no other request waits for it', async (t) => {
+    const { base, double, logDir } = await withHub(t);
+    const [v5File, v6File] = ['ggml-silero-v5.1.2.bin', 'ggml-silero-v6.2.0.bin'];
+    const v5Held = heldUntilEnd(t);
+    double.setFaults(REPO, v5File, { pauseAt: { bytes: 100_000, until: v5Held.held } });
+    double.setFaults(REPO, v6File, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
+
+    // another request still waits: the download goes on for it
+    const staying = postModel(base, V5, AbortSignal.timeout(60_000)); // it waits through several steps below
+    await eventually('the transfer began', () => double.contentTransfers(REPO, v5File).length === 1);
+    const leaving = new AbortController();
+    const left = postModel(base, V5, leaving.signal).catch(() => 'left');
+    await sleep(300); // time to join the load (were it not joined yet, it would cancel nothing either)
+    leaving.abort();
+    assert.equal(await left, 'left');
+    await eventually('the server saw the client leave', async () =>
+      /voxd_http_requests_total\{method="POST",route="\/v1\/models",status="499"\} 1/.test(await (await fetch(`${base}/metrics`)).text()),
+    );
+    assert.equal(double.contentTransfers(REPO, v5File)[0]?.endedEarly, undefined, 'the transfer goes on');
+    v5Held.release();
+    assert.equal((await staying).status, 200);
+    assert.equal(double.contentTransfers(REPO, v5File).length, 1);
+
+    // the last request waiting leaves: the transfer stops, the partial file stays, and the next request resumes it
+    const alone = new AbortController();
+    const gone = postModel(base, V6, alone.signal).catch(() => 'left');
+    await eventually('the transfer began', () => double.contentTransfers(REPO, v6File).length === 1);
+    alone.abort();
+    assert.equal(await gone, 'left');
+    await eventually('the transfer is cancelled', () => double.contentTransfers(REPO, v6File)[0]?.endedEarly === true);
+    await eventually('the log says so', async () =>
+      (await logRecords(logDir)).some((r) => r.outcome === 'cancelled' && /ggml-silero-v6\.2\.0\.bin was cancelled after \d+ of/.test(r.msg ?? '')),
+    );
+    double.setFaults(REPO, v6File, {});
+    assert.equal((await postModel(base, V6)).status, 200);
+    assert.match(double.contentTransfers(REPO, v6File)[1]?.range ?? '', /^bytes=\d+-$/, 'resumed');
+  });
+
   it('accepts model_name in a JSON body too', async (t) => {
     const { base } = await withHub(t);
     const response = await fetch(`${base}/v1/models`, {
@@ -122,6 +209,22 @@ describe('model management API', () => {
       'only a partial file, never a valid-looking blob',
     );
     assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V5)}`, { method: 'POST' })).status, 200);
+  });
+
+  it('a cached download that fails to load is checked again, and deleted when corrupt so the next load downloads it', async (t) => {
+    const { base, double, hubCache } = await withHub(t);
+    const load = (): Promise<Response> => fetch(`${base}/v1/models?model_name=${encodeURIComponent(V6)}`, { method: 'POST' });
+    assert.equal((await load()).status, 200);
+    assert.equal((await fetch(`${base}/v1/models?model_name=${encodeURIComponent(V6)}`, { method: 'DELETE' })).status, 204);
+    // other bytes of the right size in the blob, as a hub that served them (or a failing disk) left it
+    const blob = path.join(hubCache, 'models--ggml-org--whisper-vad', 'blobs', createHash('sha256').update(fs.readFileSync(SILERO_V6)).digest('hex'));
+    fs.writeFileSync(blob, Buffer.alloc(fs.statSync(blob).size, 0x20));
+
+    const corrupt = await envelope(await load(), 502, 'model_download_failed');
+    assert.match(corrupt.message, /corrupt \(sha256 [0-9a-f]{64} instead of the [0-9a-f]{64} .*next request downloads it again/);
+    assert.equal(fs.existsSync(blob), false, 'the bad blob is gone');
+    assert.equal((await load()).status, 200);
+    assert.equal(double.contentTransfers(REPO, 'ggml-silero-v6.2.0.bin').length, 2, 'downloaded again');
   });
 
   it('serves from the cache in offline mode and says so on a miss', async (t) => {

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultHubCacheDir, HubClient, HubError, type HubErrorKind, type HubOptions } from '../../src/services/hub.js';
-import { HubDouble, type HubDoubleOptions } from '../helpers/hub-double.js';
+import { gitBlobId, heldUntilEnd, HubDouble, type HubDoubleOptions } from '../helpers/hub-double.js';
 import { SILERO_V6 } from '../helpers/paths.js';
 
 const REPO = 'ggml-org/whisper-vad';
@@ -58,6 +60,17 @@ async function rejectsWith(promise: Promise<unknown>, kind: HubErrorKind, messag
   assert.equal(caught.kind, kind, caught.message);
   assert.match(caught.message, message);
   return caught;
+}
+
+/** `promise`, or a failure once it is still pending after `ms`: a hang fails the test instead of stalling the suite. */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expiry = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still pending after ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([promise, expiry]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Nothing in the cache may look like a valid copy of FILE: no blob, no snapshot entry. */
@@ -208,6 +221,82 @@ describe('hub client', () => {
     assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [], 'no blob, no .incomplete');
   });
 
+  it('a file outside LFS is checked against its git blob id: other bytes of the right size are refused', async (t) => {
+    const s = await setup(t);
+    s.double.setFaults(REPO, SMALL_FILE, { corruptByteAt: 3 });
+    const client = s.client();
+    const gitOid = gitBlobId(SMALL_CONTENT);
+    await rejectsWith(client.downloadFile(REPO, SMALL_FILE), 'integrity', new RegExp(`corrupt \\(git blob sha1 [0-9a-f]{40} instead of the ${gitOid} `));
+    assert.equal(client.cachedFile(REPO, SMALL_FILE), null);
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [], 'no blob, no .incomplete');
+
+    s.double.setFaults(REPO, SMALL_FILE, {});
+    assert.deepEqual(await fsp.readFile(await client.downloadFile(REPO, SMALL_FILE)), SMALL_CONTENT);
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), [gitOid]);
+  });
+
+  it('discardIfCorrupt deletes a cached blob that no longer matches its hash, and nothing else', async (t) => {
+    const s = await setup(t);
+    const client = s.client();
+    const [lfsPath, smallPath] = [await client.downloadFile(REPO, FILE), await client.downloadFile(REPO, SMALL_FILE)];
+    assert.equal(await client.discardIfCorrupt(lfsPath), null, 'an intact LFS blob stays');
+    assert.equal(await client.discardIfCorrupt(smallPath), null, 'an intact git blob stays');
+    assert.equal(await client.discardIfCorrupt(SILERO_V6), null, 'a file outside the cache is not touched');
+    assert.ok(fs.existsSync(SILERO_V6));
+
+    // other bytes of the same size, as a bad copy left in the cache would be
+    for (const file of [lfsPath, smallPath]) await fsp.writeFile(await fsp.realpath(file), Buffer.alloc((await fsp.stat(file)).size, 0x20));
+    assert.match((await client.discardIfCorrupt(lfsPath)) ?? '', new RegExp(`^sha256 [0-9a-f]{64} instead of the ${SILERO_SHA256} `));
+    assert.match((await client.discardIfCorrupt(smallPath)) ?? '', new RegExp(`^git blob sha1 [0-9a-f]{40} instead of the ${gitBlobId(SMALL_CONTENT)} `));
+    assert.deepEqual(await fsp.readdir(path.join(s.repoDir, 'blobs')), []);
+    assert.equal(client.cachedFile(REPO, FILE), null);
+    assert.ok(s.warnLogs.some((line) => line.includes('is corrupt') && line.includes('the next request downloads it again')));
+
+    assert.deepEqual(await fsp.readFile(await client.downloadFile(REPO, FILE)), SILERO, 'downloaded again');
+    assert.equal(s.double.contentTransfers(REPO, FILE).length, 2);
+  });
+
+  it('a transfer the hub stops sending is ended by the inactivity timeout, logged, and resumed later', async (t) => {
+    const s = await setup(t);
+    s.double.setFaults(REPO, FILE, { pauseAt: { bytes: 300_000, until: heldUntilEnd(t).held } });
+    const client = s.client({ inactivityTimeoutMs: 500 });
+    const [first, joined] = [client.downloadFile(REPO, FILE), client.downloadFile(REPO, FILE)];
+    const stalled =
+      /download of ggml-org\/whisper-vad\/ggml-silero-v6\.2\.0\.bin stalled after \d+ of 885098 bytes \(nothing arrived for 0\.5 s \(--download-timeout\)\); the partial file is kept and the next attempt resumes/;
+    await rejectsWith(within(15_000, first, 'the stalled download'), 'network', stalled);
+    await rejectsWith(within(15_000, joined, 'the request that joined it'), 'network', stalled);
+    assert.equal(s.warnLogs.filter((line) => stalled.test(line)).length, 1, `one line for the one transfer: ${s.warnLogs.join('\n')}`);
+    assertNothingValidCached(s, client);
+    const partialSize = (await fsp.stat(path.join(s.repoDir, 'blobs', `${SILERO_SHA256}.incomplete`))).size;
+    assert.ok(partialSize > 0 && partialSize <= 300_000, `partial size ${partialSize}`);
+
+    s.double.setFaults(REPO, FILE, {});
+    assert.deepEqual(await fsp.readFile(await client.downloadFile(REPO, FILE)), SILERO);
+    const transfers = s.double.contentTransfers(REPO, FILE);
+    assert.equal(transfers.length, 2);
+    assert.equal(transfers[1]?.range, `bytes=${partialSize}-`, 'resumed');
+  });
+
+  it('a hub that never answers fails after the inactivity timeout, or falls back to the cache', async (t) => {
+    const s = await setup(t);
+    const cachedPath = await s.client().downloadFile(REPO, FILE);
+    const silent = http.createServer(() => undefined); // takes every request, answers none
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    t.after(() => {
+      silent.closeAllConnections();
+      silent.close();
+    });
+    const client = s.client({ endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, inactivityTimeoutMs: 300 });
+    assert.equal(await within(15_000, client.downloadFile(REPO, FILE), 'a cached file'), cachedPath);
+    assert.ok(s.warnLogs.some((line) => line.includes(`hub unreachable, using the cached copy of ${REPO}/${FILE}`)));
+    await rejectsWith(
+      within(15_000, client.downloadFile(REPO, SMALL_FILE), 'an uncached file'),
+      'network',
+      /failed: nothing arrived for 0\.3 s \(--download-timeout\)/,
+    );
+    await rejectsWith(within(15_000, client.listFiles('acme/absent'), 'a listing'), 'network', /nothing arrived for 0\.3 s/);
+  });
+
   it('listFiles lists the repo recursively across pages, and from the cache when offline', async (t) => {
     const s = await setup(t, { treePageSize: 1 });
     const client = s.client();
@@ -265,6 +354,10 @@ describe('hub client', () => {
     assert.equal(await client.downloadFile(REPO, FILE), snapshotPath);
     assert.deepEqual(await fsp.readFile(snapshotPath), SILERO);
     assert.match(s.double.contentTransfers(REPO, FILE)[2]?.range ?? '', /^bytes=\d+-$/, 'the retry resumed the partial file');
+    assert.ok(
+      s.warnLogs.some((line) => /^download of .* was cancelled after \d+ of 885098 bytes \(no request waits for it\); the partial file is kept/.test(line)),
+      `the cancelled transfer is logged: ${s.warnLogs.join('\n')}`,
+    );
   });
 
   it('an unreachable hub falls back to the cache with a warning, else fails as a network error', async (t) => {

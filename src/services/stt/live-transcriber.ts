@@ -303,7 +303,7 @@ export class LiveTranscriber {
 
   private async vadFor(rate: number): Promise<NonNullable<typeof this.vad>> {
     if (!this.vad) {
-      const lease = await this.stt.leaseVad();
+      const lease = await this.stt.leaseVad(this.signal);
       this.vad = { lease, stream: await lease.model.openStream(), resampler: rate === VAD_RATE ? null : new StreamResampler(rate, VAD_RATE) };
     }
     return this.vad;
@@ -330,7 +330,7 @@ export class LiveTranscriber {
   private async engine(): Promise<Engine> {
     const { model: modelId, language, prompt } = this.current;
     if (!modelId) throw new LiveError('model_not_set', `no model: ${this.options.noModelHint}`, 'model', true);
-    this.lease ??= await this.stt.lease(modelId, { language });
+    this.lease ??= await this.stt.lease(modelId, { language }, this.signal);
     const { lease, plan } = this.lease;
     const model = lease.model;
     if (!model.createStreamingSession) throw new LiveError('model_not_streaming', `model ${modelId} cannot transcribe live`, 'model', true);

@@ -91,12 +91,12 @@ export class Transcriber {
    * before any answer begins). It holds its models until disposed: `using transcription = await ...`.
    */
   async prepare(request: TranscriptionRequest): Promise<Transcription> {
-    const { lease, plan } = await this.lease(request.model, request);
+    const { lease, plan } = await this.lease(request.model, request, request.signal);
     try {
       const model = lease.model;
       const { maxAudioSeconds } = this.options;
       const audio = await decodeAudio(request.file, { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal: request.signal });
-      const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await this.leaseVad() : null;
+      const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await this.leaseVad(request.signal) : null;
       const options: TranscribeOptions = {
         language: plan.language,
         prompt: request.prompt,
@@ -117,9 +117,9 @@ export class Transcriber {
     return new LiveTranscriber(this, { noModelHint, delayMs: this.options.liveDelayMs, moreWaiting }, settings, listener, signal);
   }
 
-  /** The STT model `id` leased for a request, which is checked against it first (`planTranscription`). */
-  async lease(id: string, needs: SttNeeds): Promise<{ lease: ModelLease<SttModel>; plan: SttPlan }> {
-    const lease = await this.options.registry.acquire<SttModel>(id, 'stt');
+  /** The STT model `id` leased for a request, which is checked against it first (`planTranscription`); `signal` is the client's. */
+  async lease(id: string, needs: SttNeeds, signal: AbortSignal): Promise<{ lease: ModelLease<SttModel>; plan: SttPlan }> {
+    const lease = await this.options.registry.acquire<SttModel>(id, 'stt', signal);
     try {
       return { lease, plan: planTranscription(lease.model, needs) };
     } catch (error) {
@@ -128,9 +128,9 @@ export class Transcriber {
     }
   }
 
-  /** The VAD model (--vad-model), leased. */
-  leaseVad(): Promise<ModelLease<VadModel>> {
-    return this.options.registry.acquire<VadModel>(this.options.vadModel, 'vad');
+  /** The VAD model (--vad-model), leased; `signal` is the client's. */
+  leaseVad(signal: AbortSignal): Promise<ModelLease<VadModel>> {
+    return this.options.registry.acquire<VadModel>(this.options.vadModel, 'vad', signal);
   }
 
   /** One engine call of `model`, as a scheduler job of its own. */

@@ -122,7 +122,7 @@ export class SpeechService {
         param: 'input',
       });
     }
-    const lease = await this.options.registry.acquire<TtsModel>(speech.model, 'tts');
+    const lease = await this.options.registry.acquire<TtsModel>(speech.model, 'tts', signal);
     try {
       const model = lease.model;
       const { request, ignored } = planSynthesis(model, speech);
