@@ -32,6 +32,11 @@ export class RequestBody {
     this.#complete = !chunked && !declaredLength;
   }
 
+  /** The Content-Length the client declared, if any. */
+  get declaredLength(): number | null {
+    return this.#declaredLength;
+  }
+
   /** Whether the whole body arrived (the connection can serve another request). */
   get complete(): boolean {
     return this.#complete;

@@ -154,6 +154,6 @@ export class HttpRequest {
 
   /** A multipart/form-data body (415 for another content type, 400 when malformed, 413 past the limits). */
   multipart(limits: MultipartLimits): Promise<MultipartForm> {
-    return parseMultipart(this.header('content-type'), (limitBytes) => this.#body.read(limitBytes), limits);
+    return parseMultipart(this.header('content-type'), this.#body, limits);
   }
 }
