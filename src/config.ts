@@ -61,6 +61,7 @@ export const configSchema = z.object({
   maxQueue: nonNegativeInt.default(64),
   modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
   maxUploadMb: positiveInt.default(100),
+  maxInflightUploadMb: positiveInt.default(1024),
   maxAudioSeconds: positiveInt.default(3600),
   maxSeparationSeconds: positiveInt.default(600),
   maxJsonKb: positiveInt.default(1024),
@@ -210,6 +211,11 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
   },
   modelConcurrency: { flag: '--model-concurrency', value: 'n', shownDefault: 'CPU cores', help: 'jobs that run at once per model' },
   maxUploadMb: { flag: '--max-upload-mb', value: 'mb', help: 'largest accepted audio upload, MiB (`413` beyond)' },
+  maxInflightUploadMb: {
+    flag: '--max-inflight-upload-mb',
+    value: 'mb',
+    help: 'memory audio uploads in flight may hold, MiB (an upload counts 8 × its size until decoded); more get `503 too_many_uploads` before their body is read',
+  },
   maxAudioSeconds: {
     flag: '--max-audio-seconds',
     value: 'seconds',

@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   queue_full: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   too_many_sessions: { status: 503, type: 'server_error' },
+  too_many_uploads: { status: 503, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },
   server_error: { status: 500, type: 'server_error' },
 } as const satisfies Record<string, { status: number; type: string }>;

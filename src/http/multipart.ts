@@ -27,6 +27,11 @@ export interface MultipartLimits {
   maxFields?: number;
   /** Largest non-file field value in bytes (default 64 KiB); a larger one gets 413. */
   maxFieldBytes?: number;
+  /**
+   * Asked before the body is read, with its declared length (a body sent without one: with each chunk's bytes as
+   * they arrive); what it throws refuses the body, which is then read and dropped (RequestBody.read).
+   */
+  admit?: (bytes: number) => void;
 }
 
 /** The request body as this parser reads it (http/request-body.ts). */
@@ -34,7 +39,7 @@ export interface MultipartBody {
   /** The Content-Length, if any. */
   readonly declaredLength: number | null;
   /** The raw body; 413 past `limitBytes`. */
-  read(limitBytes: number): AsyncIterable<Buffer>;
+  read(limitBytes: number, admit?: (bytes: number) => void): AsyncIterable<Buffer>;
 }
 
 /** Part headers and boundaries, allowed on top of the file and field sizes when bounding the whole body. */
@@ -97,7 +102,7 @@ export async function parseMultipart(contentType: string | undefined, body: Mult
 
   try {
     const bodyLimit = maxFiles * maxFileBytes + maxFields * maxFieldBytes + FRAMING_ALLOWANCE_BYTES;
-    for await (const chunk of body.read(bodyLimit)) {
+    for await (const chunk of body.read(bodyLimit, limits.admit)) {
       if (!parser.write(chunk)) await Promise.race([new Promise((resolve) => parser.once('drain', resolve)), settled]);
       if (failure) break;
     }
