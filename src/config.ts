@@ -64,6 +64,7 @@ export const configSchema = z.object({
   modelConcurrency: positiveInt.default(Math.max(1, os.availableParallelism())),
   jobTimeoutS: z.coerce.number().min(0).default(300),
   maxUploadMb: positiveInt.default(100),
+  maxInflightUploadMb: positiveInt.default(1024),
   maxAudioSeconds: positiveInt.default(3600),
   maxSeparationSeconds: positiveInt.default(600),
   maxJsonKb: positiveInt.default(1024),
@@ -226,6 +227,11 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     help: 'longest one engine job may run (a sentence of speech, a live turn, a file transcription: at least as long as its audio) before it is stopped with `504 job_timeout` (`0`: no limit)',
   },
   maxUploadMb: { flag: '--max-upload-mb', value: 'mb', help: 'largest accepted audio upload, MiB (`413` beyond)' },
+  maxInflightUploadMb: {
+    flag: '--max-inflight-upload-mb',
+    value: 'mb',
+    help: 'memory audio uploads in flight may hold, MiB (an upload counts 8 × its size until decoded); more get `503 too_many_uploads` before their body is read',
+  },
   maxAudioSeconds: {
     flag: '--max-audio-seconds',
     value: 'seconds',

@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   too_many_connections: { status: 503, type: 'server_error' },
   shutting_down: { status: 503, type: 'server_error' },
   too_many_sessions: { status: 503, type: 'server_error' },
+  too_many_uploads: { status: 503, type: 'server_error' },
   job_timeout: { status: 504, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },
   server_error: { status: 500, type: 'server_error' },

@@ -22,8 +22,9 @@ import { mountRealtimeRoutes } from './routes/realtime.js';
 import { mountSeparationRoutes } from './routes/separations.js';
 import { mountSpeechRoutes } from './routes/speech.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
+import { UploadBudget } from './services/audio/upload-budget.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
-import { Metrics } from './services/metrics.js';
+import { Gauge, Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
 import { Scheduler } from './services/scheduler.js';
 import { SeparationService } from './services/separation.js';
@@ -102,7 +103,24 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     },
   });
   const separation = new SeparationService({ registry, scheduler, maxSeconds: config.maxSeparationSeconds });
-  const context: RouteContext = { config, logger, metrics, registry, stt, tts, separation, readiness: { ready: false, draining: false, error: null } };
+  // after a burst of uploads glibc keeps what they freed; trimming gives it back (docs/performance.md)
+  const uploads = new UploadBudget({ limitBytes: config.maxInflightUploadMb * 1024 * 1024, trim: () => native.trimMemory() });
+  metrics.add(
+    new Gauge('voxd_upload_inflight_bytes', 'Memory counted for the audio uploads in flight (--max-inflight-upload-mb)', () => [
+      { value: uploads.inFlightBytes },
+    ]),
+  );
+  const context: RouteContext = {
+    config,
+    logger,
+    metrics,
+    registry,
+    stt,
+    tts,
+    separation,
+    uploads,
+    readiness: { ready: false, draining: false, error: null },
+  };
 
   const { transport, uwsUnavailable } = createTransport(config.transport, { maxConnections: config.maxConnections });
   if (uwsUnavailable) logger.info({ reason: uwsUnavailable }, 'uWebSockets.js does not load here: serving on node:http');

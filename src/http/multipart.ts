@@ -27,18 +27,27 @@ export interface MultipartLimits {
   maxFields?: number;
   /** Largest non-file field value in bytes (default 64 KiB); a larger one gets 413. */
   maxFieldBytes?: number;
+  /**
+   * Asked before the body is read, with its declared length (a body sent without one: with each chunk's bytes as
+   * they arrive); what it throws refuses the body, which is then read and dropped (RequestBody.read).
+   */
+  admit?: (bytes: number) => void;
+}
+
+/** The request body as this parser reads it (http/request-body.ts). */
+export interface MultipartBody {
+  /** The Content-Length, if any. */
+  readonly declaredLength: number | null;
+  /** The raw body; 413 past `limitBytes`. */
+  read(limitBytes: number, admit?: (bytes: number) => void): AsyncIterable<Buffer>;
 }
 
 /** Part headers and boundaries, allowed on top of the file and field sizes when bounding the whole body. */
 const FRAMING_ALLOWANCE_BYTES = 256 * 1024;
 const BRACKETED_NAME = /^([^[\]]+)\[([^[\]]*)\]$/;
 
-/** Reads a multipart body; `readBody(limitBytes)` yields the raw body and enforces the overall size limit. */
-export async function parseMultipart(
-  contentType: string | undefined,
-  readBody: (limitBytes: number) => AsyncIterable<Buffer>,
-  limits: MultipartLimits,
-): Promise<MultipartForm> {
+/** Reads a multipart body. */
+export async function parseMultipart(contentType: string | undefined, body: MultipartBody, limits: MultipartLimits): Promise<MultipartForm> {
   if (!contentType || !/^multipart\/form-data\s*(;|$)/i.test(contentType)) {
     throw new ApiError('unsupported_media_type', `Expected multipart/form-data, got ${contentType || 'no content type'}`);
   }
@@ -66,13 +75,15 @@ export async function parseMultipart(
     else addField(form.fields, name, value, fail);
   });
   parser.on('file', (name, stream, info) => {
-    const chunks: Buffer[] = [];
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const bytes = new FileBytes(body.declaredLength);
+    stream.on('data', (chunk: Buffer) => {
+      if (!bytes.add(chunk)) fail(malformed(new Error(`more bytes than the Content-Length of ${body.declaredLength}`)));
+    });
     // a body cut short (client gone) errors the part's stream: without a listener that would crash the process
     stream.on('error', (error) => fail(malformed(error)));
     stream.on('limit', () => fail(new ApiError('payload_too_large', `File '${name}' exceeds the limit of ${maxFileBytes} bytes`, { param: name })));
     stream.on('end', () => {
-      const data = Buffer.concat(chunks);
+      const data = bytes.all();
       // a browser form with no file chosen still sends the part, with an empty filename and no content
       if (stream.truncated || (!info.filename && data.length === 0)) return;
       if (name in form.files) fail(new ApiError('invalid_request', `Only one file is accepted in field '${name}'`, { param: name }));
@@ -91,7 +102,7 @@ export async function parseMultipart(
 
   try {
     const bodyLimit = maxFiles * maxFileBytes + maxFields * maxFieldBytes + FRAMING_ALLOWANCE_BYTES;
-    for await (const chunk of readBody(bodyLimit)) {
+    for await (const chunk of body.read(bodyLimit, limits.admit)) {
       if (!parser.write(chunk)) await Promise.race([new Promise((resolve) => parser.once('drain', resolve)), settled]);
       if (failure) break;
     }
@@ -104,6 +115,35 @@ export async function parseMultipart(
   }
   if (failure) throw failure;
   return form;
+}
+
+/**
+ * A file's bytes, copied as they arrive into one buffer as long as the body's declared length (the file is part of
+ * the body): the chunks are garbage at once, and the file never exists twice, as it would when joined at the end
+ * (a large buffer's pages become resident only as they are written). A body without a declared length is joined at
+ * the end.
+ */
+class FileBytes {
+  readonly #buffer: Buffer | null;
+  readonly #chunks: Buffer[] = [];
+  #length = 0;
+
+  constructor(capacity: number | null) {
+    this.#buffer = capacity ? Buffer.allocUnsafe(capacity) : null;
+  }
+
+  /** False when the chunk does not fit in the declared length (the transport let more through than it said). */
+  add(chunk: Buffer): boolean {
+    if (!this.#buffer) this.#chunks.push(chunk);
+    else if (this.#length + chunk.length > this.#buffer.length) return false;
+    else chunk.copy(this.#buffer, this.#length);
+    this.#length += chunk.length;
+    return true;
+  }
+
+  all(): Buffer {
+    return this.#buffer ? this.#buffer.subarray(0, this.#length) : Buffer.concat(this.#chunks, this.#length);
+  }
 }
 
 function addField(fields: MultipartForm['fields'], name: string, value: string, fail: (error: ApiError) => void): void {

@@ -32,6 +32,11 @@ export class RequestBody {
     this.#complete = !chunked && !declaredLength;
   }
 
+  /** The Content-Length the client declared, if any. */
+  get declaredLength(): number | null {
+    return this.#declaredLength;
+  }
+
   /** Whether the whole body arrived (the connection can serve another request). */
   get complete(): boolean {
     return this.#complete;
@@ -54,15 +59,19 @@ export class RequestBody {
 
   /**
    * The body's chunks, once. Throws 413 when the declared length or the bytes received pass `limitBytes`, and the
-   * abort reason when the client disconnects. Stopping early drops the rest of the body.
+   * abort reason when the client disconnects. `admit` is asked before any chunk is taken, with the declared length
+   * (0 without one), and then with each chunk's bytes beyond it; what it throws (a 503, say) ends the read. Stopping
+   * early drops the rest of the body.
    */
-  async *read(limitBytes: number): AsyncGenerator<Buffer, void, undefined> {
+  async *read(limitBytes: number, admit?: (bytes: number) => void): AsyncGenerator<Buffer, void, undefined> {
     if (this.#reading) throw new Error('the request body can be read only once');
     this.#reading = true;
     // only a reader waits for chunks, so only a read listens for the client leaving (most requests have no body)
     this.#channel.signal.addEventListener('abort', () => this.#wake(), { once: true });
     try {
       if (this.#declaredLength !== null && this.#declaredLength > limitBytes) throw tooLarge(limitBytes);
+      let admitted = this.#declaredLength ?? 0;
+      admit?.(admitted);
       let received = 0;
       for (;;) {
         const chunk = this.#queue.shift();
@@ -70,6 +79,10 @@ export class RequestBody {
           this.#queuedBytes -= chunk.byteLength;
           received += chunk.byteLength;
           if (received > limitBytes) throw tooLarge(limitBytes);
+          if (received > admitted) {
+            admit?.(received - admitted);
+            admitted = received;
+          }
           yield chunk;
         } else if (this.#channel.aborted) {
           throw this.#channel.signal.reason;

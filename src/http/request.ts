@@ -155,12 +155,17 @@ export class HttpRequest {
 
   /** A multipart/form-data body (415 for another content type, 400 when malformed, 413 past the limits). */
   multipart(limits: MultipartLimits): Promise<MultipartForm> {
-    return parseMultipart(this.header('content-type'), (limitBytes) => this.#read(limitBytes), limits);
+    const body = this.#body;
+    return parseMultipart(
+      this.header('content-type'),
+      { declaredLength: body.declaredLength, read: (limitBytes, admit) => this.#read(limitBytes, admit) },
+      limits,
+    );
   }
 
   /** The body's chunks, the client asked for them first (`Expect: 100-continue`) when they fit `limitBytes`. */
-  #read(limitBytes: number): AsyncGenerator<Buffer, void, undefined> {
+  #read(limitBytes: number, admit?: (bytes: number) => void): AsyncGenerator<Buffer, void, undefined> {
     this.#channel.bodyWanted(limitBytes);
-    return this.#body.read(limitBytes);
+    return this.#body.read(limitBytes, admit);
   }
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
+import type { UploadBudget } from '../services/audio/upload-budget.js';
 import type { Metrics } from '../services/metrics.js';
 import type { ModelRegistry } from '../services/registry.js';
 import type { SeparationService } from '../services/separation.js';
@@ -15,6 +16,8 @@ export interface RouteContext {
   stt: Transcriber;
   tts: SpeechService;
   separation: SeparationService;
+  /** --max-inflight-upload-mb: the audio uploads in flight. */
+  uploads: UploadBudget;
   /** Ready once `--preload` models are loaded; unready again from the moment the server drains. */
   readiness: { ready: boolean; draining: boolean; error: string | null };
 }

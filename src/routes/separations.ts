@@ -5,12 +5,11 @@
  */
 import { z } from 'zod';
 import { SEPARATOR_MODEL_ID } from '../engines/separator.js';
-import { ApiError } from '../errors.js';
 import { base64Text } from '../http/reply.js';
 import type { HttpServer } from '../http/server.js';
-import { validate } from '../http/validate.js';
 import { floatWavPieces } from '../services/audio/wav.js';
 import type { SeparatedAudio } from '../services/separation.js';
+import { readAudioForm } from './audio-form.js';
 import type { RouteContext } from './context.js';
 
 const fieldsSchema = z.object({
@@ -18,14 +17,11 @@ const fieldsSchema = z.object({
   description: z.string().trim().min(1),
 });
 
-export function mountSeparationRoutes(http: HttpServer, { config, separation }: RouteContext): void {
+export function mountSeparationRoutes(http: HttpServer, { config, separation, uploads }: RouteContext): void {
   http.route('POST', '/v1/audio/separations', async (req, reply) => {
-    const form = await req.multipart({ maxFileBytes: config.maxUploadMb * 1024 * 1024 });
-    const fields = validate(fieldsSchema, form.fields);
-    const file = form.files.file;
-    if (!file) throw new ApiError('invalid_request', "Missing required parameter: 'file'", { param: 'file' });
-    if (file.data.length === 0) throw new ApiError('invalid_audio', 'the uploaded file is empty', { param: 'file' });
-    const separated = await separation.separate({ model: fields.model, file: file.data, description: fields.description, signal: req.signal });
+    using upload = uploads.open();
+    const fields = await readAudioForm(req, config, upload, fieldsSchema);
+    const separated = await separation.separate({ model: fields.model, file: upload, description: fields.description, signal: req.signal });
     await reply.stream('bytes', separationJson(separated), { 'content-type': 'application/json' });
   });
 }

@@ -4,12 +4,11 @@
  * checked before the first byte; errors after streaming began end the stream with an error line or event.
  */
 import { z } from 'zod';
-import { ApiError } from '../errors.js';
 import type { HttpReply } from '../http/reply.js';
 import type { HttpRequest } from '../http/request.js';
 import type { HttpServer } from '../http/server.js';
-import { validate } from '../http/validate.js';
 import type { SttTask, TranscriptEvent } from '../services/stt/transcriber.js';
+import { readAudioForm } from './audio-form.js';
 import type { RouteContext } from './context.js';
 import { renderTranscript, segmentRecord, TRANSCRIPT_FORMATS, transcriptUsage } from './transcript-formats.js';
 
@@ -40,17 +39,14 @@ export function mountTranscriptionRoutes(http: HttpServer, context: RouteContext
   http.route('POST', '/v1/audio/translations', (req, reply) => transcribe(req, reply, context, 'translate'));
 }
 
-async function transcribe(req: HttpRequest, reply: HttpReply, { config, stt }: RouteContext, task: SttTask): Promise<void> {
-  const form = await req.multipart({ maxFileBytes: config.maxUploadMb * 1024 * 1024 });
-  const fields = validate(fieldsSchema, form.fields);
-  const file = form.files.file;
-  if (!file) throw new ApiError('invalid_request', "Missing required parameter: 'file'", { param: 'file' });
-  if (file.data.length === 0) throw new ApiError('invalid_audio', 'the uploaded file is empty', { param: 'file' });
+async function transcribe(req: HttpRequest, reply: HttpReply, { config, stt, uploads }: RouteContext, task: SttTask): Promise<void> {
+  using upload = uploads.open();
+  const fields = await readAudioForm(req, config, upload, fieldsSchema);
   const granularities = fields.timestamp_granularities ?? [];
 
   using transcription = await stt.prepare({
     model: fields.model,
-    file: file.data,
+    file: upload,
     task,
     language: fields.language ?? null,
     prompt: [fields.context, fields.prompt].filter(Boolean).join(' ') || null,

@@ -7,13 +7,14 @@
 import type { PcmAudio, SeparatorModel } from '../engines/types.js';
 import { ApiError } from '../errors.js';
 import { decodeAudioChannels } from './audio/decode.js';
+import type { Upload } from './audio/upload-budget.js';
 import type { ModelRegistry } from './registry.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface SeparationRequest {
   model: string;
-  /** The uploaded file, in any format the decoder reads. */
-  file: Buffer;
+  /** The uploaded file, in any format the decoder reads; it holds the decoded audio's share of the upload budget. */
+  file: Upload;
   /** Free text naming the sound to extract. */
   description: string;
   signal: AbortSignal;
@@ -43,7 +44,9 @@ export class SeparationService {
       const served = model.targets.map((t) => `${t.name} (${t.synonyms.slice(0, 4).join(', ')})`).join('; ');
       throw new ApiError('invalid_request', `model ${model.id} cannot extract "${description}"; it serves: ${served}`, { param: 'description' });
     }
-    const input = await decodeAudioChannels(file, { maxSeconds: this.options.maxSeconds, signal });
+    const input = await decodeAudioChannels(file.take(), { maxSeconds: this.options.maxSeconds, signal });
+    // the input, the separator's copy of it and the target stem, as large (the copy only while the separator runs)
+    file.holding(3 * input.channels.reduce((bytes, channel) => bytes + channel.byteLength, 0));
     const stem = await this.options.scheduler.run(model, (jobSignal) => model.separate(input, target, jobSignal), signal);
     return { input, target: stem };
   }

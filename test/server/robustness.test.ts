@@ -5,11 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { toFile } from 'openai';
-import { interleavedWavBytes, readWavMono } from '../helpers/wav.js';
+import { concatSamples } from '../../src/services/audio/samples.js';
+import { interleavedWavBytes, readWavMono, wavBytes } from '../helpers/wav.js';
 import {
   conflictingContentLength,
   envelopeCode,
@@ -250,6 +252,75 @@ describe('a client cannot take the server down: origins and paths', { skip: SKIP
     };
     assert.deepEqual(await answer('/etc/hostname'), await answer('/etc/no-such-file'));
     assert.deepEqual(await answer('../../etc/hostname'), await answer('../../etc/no-such-file'));
+  });
+});
+
+describe('a client cannot take the server down: uploads in flight (--max-inflight-upload-mb)', { skip: SKIP }, () => {
+  /** `voxd_upload_inflight_bytes`, or null where the server has no such gauge. */
+  async function inflightUploadBytes(base: string): Promise<number | null> {
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    const value = /^voxd_upload_inflight_bytes (\d+)/m.exec(metrics)?.[1];
+    return value === undefined ? null : Number(value);
+  }
+
+  async function waitFor(what: string, holds: () => Promise<boolean>): Promise<void> {
+    const deadline = performance.now() + 15_000;
+    while (!(await holds())) {
+      assert.ok(performance.now() < deadline, what);
+      await sleep(20);
+    }
+  }
+
+  /** The head of a transcription upload of `bytes`, and the start of its body. */
+  function uploadHead(bytes: number): string {
+    return (
+      `POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${bytes}\r\n\r\n` +
+      '--b\r\nContent-Disposition: form-data; name="model"\r\n\r\nsphinx\r\n'
+    );
+  }
+
+  async function transcribe(base: string, wav: Buffer): Promise<Response> {
+    const form = new FormData();
+    form.append('model', 'sphinx');
+    form.append('file', new Blob([new Uint8Array(wav)]), 'speech.wav');
+    return fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form });
+  }
+
+  it('refuses uploads beyond the bound with 503 and Retry-After before reading their bodies, and serves the ones it admitted', async (t) => {
+    const server = await startTestServer(t, { maxInflightUploadMb: 10 });
+    const clips = ['librivox-0870.wav', 'librivox-0890.wav', 'librivox-0920.wav'].map(
+      (name) => readWavMono(path.join(SHARED, 'audio', 'speech', name)).samples,
+    );
+    // 18 s, about 590 kB: counted at 8 times that while in flight, so two fit in 10 MiB
+    const wav = wavBytes(concatSamples(clips), 16000);
+
+    // an upload that declares 2 MiB and sends no more than its first field: admitted alone, it holds the budget
+    const held = net.connect(Number(new URL(server.base).port), '127.0.0.1', () => held.write(uploadHead(2 * 1024 * 1024)));
+    held.on('error', () => undefined);
+    t.after(() => held.destroy());
+    await waitFor('the first upload is admitted', async () => ((await inflightUploadBytes(server.base)) ?? 0) > 0);
+
+    const refused = await transcribe(server.base, wav);
+    assert.equal(refused.headers.get('retry-after'), '5');
+    await expectEnvelope(refused, 503, 'too_many_uploads');
+    // refused on its declared length: the answer comes before any of the body was sent
+    const early = await rawExchange(server.base, uploadHead(10 * 1024 * 1024), 3000);
+    assert.deepEqual(statusLines(early.text), ['503'], early.text);
+    assert.match(early.text, /retry-after: 5\r\n/i);
+    assert.match(early.text, /"type":"server_error".*"code":"too_many_uploads"/);
+    await expectEnvelope(await fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: separationForm(wav) }), 503, 'too_many_uploads');
+
+    held.destroy();
+    await waitFor('the upload whose client left is released', async () => (await inflightUploadBytes(server.base)) === 0);
+    const replies = await Promise.all(Array.from({ length: 4 }, () => transcribe(server.base, wav)));
+    const statuses = replies.map((reply) => reply.status);
+    assert.ok(statuses.filter((status) => status === 200).length >= 2, `two fit in the bound: ${statuses.join(', ')}`);
+    assert.ok(statuses.includes(503), `the rest wait their turn: ${statuses.join(', ')}`);
+    for (const reply of replies) {
+      if (reply.status === 503) await expectEnvelope(reply, 503, 'too_many_uploads');
+      else assert.ok(((await reply.json()) as { text: string }).text.split(' ').length > 20, 'an admitted upload is transcribed');
+    }
+    await waitFor('every upload is released', async () => (await inflightUploadBytes(server.base)) === 0);
   });
 });
 

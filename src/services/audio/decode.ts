@@ -28,9 +28,12 @@ export function decodeAudio(data: Buffer, options: DecodeOptions): Promise<Decod
 }
 
 /** At the source's rate, mono or stereo as the source is (wider sources down-mixed to stereo), one array per channel. */
-export async function decodeAudioChannels(data: Buffer, options: Omit<DecodeOptions, 'sampleRate'>): Promise<PcmAudio> {
+export function decodeAudioChannels(data: Buffer, options: Omit<DecodeOptions, 'sampleRate'>): Promise<PcmAudio> {
   const { maxSeconds, signal } = options;
-  const decoded = await decodeChecked(data, maxSeconds === undefined ? { channels: 'source' } : { channels: 'source', maxSeconds }, signal);
+  return decodeChecked(data, maxSeconds === undefined ? { channels: 'source' } : { channels: 'source', maxSeconds }, signal).then(deinterleave);
+}
+
+function deinterleave(decoded: DecodedAudio): PcmAudio {
   const frames = decoded.samples.length / decoded.channels;
   if (decoded.channels === 1) return { channels: [decoded.samples], sampleRate: decoded.sampleRate };
   const channels = Array.from({ length: decoded.channels }, () => new Float32Array(frames));
@@ -45,10 +48,12 @@ export function decodeAudioNative(data: Uint8Array, options: NativeDecodeAudioOp
   return loadNative().decodeAudio(data, options, abortFlagFor(signal));
 }
 
-async function decodeChecked(data: Buffer, options: NativeDecodeAudioOptions, signal: AbortSignal | undefined): Promise<DecodedAudio> {
-  try {
-    return await decodeAudioNative(data, options, signal);
-  } catch (error) {
+/**
+ * Not an async function, nor are its callers: an async function's frame would keep `data` alive until the decoding
+ * ends, while the decoder works on a copy of its own from the moment it is called.
+ */
+function decodeChecked(data: Buffer, options: NativeDecodeAudioOptions, signal: AbortSignal | undefined): Promise<DecodedAudio> {
+  return decodeAudioNative(data, options, signal).catch((error: unknown) => {
     throw apiErrorFromNative(error, { codes: ['invalid_audio', 'audio_too_long'], param: 'file' });
-  }
+  });
 }

@@ -7,6 +7,7 @@
 import type { SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment, VadModel } from '../../engines/types.js';
 import { ApiError } from '../../errors.js';
 import { decodeAudio, type DecodedAudio } from '../audio/decode.js';
+import type { Upload } from '../audio/upload-budget.js';
 import { callbackStream } from '../callback-stream.js';
 import { languageCode } from '../languages.js';
 import { observeRealTimeFactor, type Metrics } from '../metrics.js';
@@ -57,8 +58,8 @@ export function planTranscription(model: SttModel, { language: given = null, tas
 
 export interface TranscriptionRequest extends SttNeeds {
   model: string;
-  /** The uploaded file, in any format the decoder reads. */
-  file: Buffer;
+  /** The uploaded file, in any format the decoder reads; it holds the decoded audio's share of the upload budget. */
+  file: Upload;
   prompt: string | null;
   temperature?: number;
   maxTokens?: number;
@@ -95,7 +96,8 @@ export class Transcriber {
     try {
       const model = lease.model;
       const { maxAudioSeconds } = this.options;
-      const audio = await decodeAudio(request.file, { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal: request.signal });
+      const audio = await decodeAudio(request.file.take(), { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal: request.signal });
+      request.file.holding(audio.samples.byteLength);
       const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await this.leaseVad(request.signal) : null;
       const options: TranscribeOptions = {
         language: plan.language,
