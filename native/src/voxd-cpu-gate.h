@@ -5,12 +5,15 @@
 // preempted mid-graph leaves the rest of its team spinning at the next barrier for a whole time slice, node after
 // node; both teams crawl while the cores stay busy. So every multi-threaded CPU computation holds a lease on as many
 // cores as it runs threads, and teams take turns, in the order they asked, instead of thrashing. A single thread
-// never waits at a barrier, so it needs no lease.
+// never waits at a barrier, so it needs no lease. VOXD_CPU_GATE=0 in the environment turns the leases off (for
+// measuring what they do: bench/cpu-gate.ts).
 #pragma once
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -44,10 +47,11 @@ public:
     // then holds them. One thread or less: an empty lease at once. A thread that holds a lease already (a step that
     // runs graphs of its own) gets an empty one too: its cores are taken.
     static lease acquire(int threads) {
-        if (threads <= 1 || t_holding) {
+        voxd_cpu_gate & gate = instance();
+        if (threads <= 1 || t_holding || !gate.m_enabled) {
             return lease();
         }
-        return instance().take(threads);
+        return gate.take(threads);
     }
 
     struct stats {
@@ -81,7 +85,11 @@ private:
         return gate;
     }
 
-    voxd_cpu_gate() : m_capacity(available_cores()), m_free(m_capacity) {}
+    voxd_cpu_gate() : m_capacity(available_cores()), m_enabled(!is_off(std::getenv("VOXD_CPU_GATE"))), m_free(m_capacity) {}
+
+    static bool is_off(const char * value) {
+        return value != nullptr && std::strcmp(value, "0") == 0;
+    }
 
     lease take(int threads) {
         const int cores = std::min(threads, m_capacity);
@@ -112,6 +120,7 @@ private:
     }
 
     const int m_capacity;
+    const bool m_enabled;
     std::mutex m_mutex; // guards the members below
     std::condition_variable m_changed;
     int m_free;

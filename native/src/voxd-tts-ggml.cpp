@@ -206,7 +206,8 @@ std::shared_ptr<voxd_tts_ggml_request> start_request(const std::shared_ptr<voxd_
 // with it; each error gets the last line libmtmd logged, which only that thread knows.
 void step_on_executor(voxd_tts_ggml_data & d, const std::vector<voxd_tts_sequence *> & seqs) {
     d.executor.run([&] {
-        // the step's graphs (backbone, generator, decoder) all run on the context's threads
+        // held for the whole step, the work between its graphs (sampling, reading outputs) included: a thread of this
+        // step running beside another model's team would slow that team down as much as a team of its own
         const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(llama_n_threads(d.lctx.get()));
         t_last_error.clear();
         std::vector<voxd_tts_sequence *> running;

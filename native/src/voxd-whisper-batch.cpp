@@ -537,7 +537,6 @@ uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const cha
     uint64_t us = 0;
     {
         voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
-        const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(m.w.is_cpu ? m.threads : 1);
         if (ggml_backend_graph_compute(m.w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
             throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
         }
@@ -1096,6 +1095,9 @@ void voxd_whisper_batcher::run_until_idle() {
             }
         }
         try {
+            // the cores for the whole step, the work between its graphs (spectrograms, sampling) included: a thread of
+            // this step running beside another model's team would slow that team down as much as a team of its own
+            const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(m_model->w.is_cpu ? m_model->threads : 1);
             step();
         } catch (const voxd_error & e) {
             for (auto & seq : m_active) {
