@@ -23,36 +23,31 @@
 
 class voxd_cpu_gate {
 public:
-    // Cores held until destroyed, on the thread that took them (it cannot be moved: the thread's holding mark goes
-    // with it).
+    // Cores held from construction to destruction, on the thread that took them (it cannot be moved: the thread's
+    // holding mark goes with it). Construction waits until `threads` cores (all of them, at most) are free and every
+    // caller that asked before has been served. One thread or less takes nothing, at once; so does a thread that holds
+    // a lease already (a step that runs graphs of its own): its cores are taken. std::optional<lease> holds one that
+    // is given back and taken again along the way (emplace, reset).
     class lease {
     public:
+        explicit lease(int threads) {
+            voxd_cpu_gate & gate = instance();
+            if (threads > 1 && !t_holding && gate.m_enabled) {
+                m_cores = gate.take(threads);
+            }
+        }
         lease(lease &&)             = delete;
         lease & operator=(lease &&) = delete;
         ~lease() {
             if (m_cores > 0) {
-                voxd_cpu_gate::instance().release(m_cores);
+                instance().release(m_cores);
             }
         }
         int cores() const { return m_cores; }
 
     private:
-        friend class voxd_cpu_gate;
-        lease() = default;
-        explicit lease(int cores) : m_cores(cores) {}
         int m_cores = 0;
     };
-
-    // Waits until `threads` cores (all of them, at most) are free and every caller that asked before has been served,
-    // then holds them. One thread or less: an empty lease at once. A thread that holds a lease already (a step that
-    // runs graphs of its own) gets an empty one too: its cores are taken.
-    static lease acquire(int threads) {
-        voxd_cpu_gate & gate = instance();
-        if (threads <= 1 || t_holding || !gate.m_enabled) {
-            return lease();
-        }
-        return gate.take(threads);
-    }
 
     struct stats {
         int capacity;          // the cores leases share
@@ -91,7 +86,8 @@ private:
         return value != nullptr && std::strcmp(value, "0") == 0;
     }
 
-    lease take(int threads) {
+    // The cores for a team of `threads`, once it is their turn; returns how many.
+    int take(int threads) {
         const int cores = std::min(threads, m_capacity);
         std::unique_lock<std::mutex> lock(m_mutex);
         const uint64_t ticket = m_next_ticket++;
@@ -107,7 +103,7 @@ private:
         lock.unlock();
         m_changed.notify_all(); // the next ticket may fit in what is left
         t_holding = true;
-        return lease(cores);
+        return cores;
     }
 
     void release(int cores) {

@@ -25,6 +25,17 @@ inline int voxd_default_threads() {
     return std::min(8, voxd_cpu_gate::available_cores());
 }
 
+// Whether the addon has a GPU backend with a device: where it does, llama.cpp and whisper.cpp put their models on it
+// unless told otherwise, and a computation there keeps no team of CPU threads spinning (voxd-cpu-gate.h).
+inline bool voxd_gpu_available() {
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        if (ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU) {
+            return true;
+        }
+    }
+    return false;
+}
+
 // The `device`-th GPU when `use_gpu` and the addon was built with a GPU backend, else the CPU; `is_cpu` says which.
 // The caller owns the backend (ggml_backend_free).
 inline ggml_backend_t voxd_graph_backend_init(bool use_gpu, int device, bool & is_cpu) {

@@ -175,7 +175,8 @@ std::shared_ptr<voxd_tts_ggml_data> load_model(const load_options & opt) {
     data->sample_rate = info.sample_rate;
     data->variant     = info.model_variant ? info.model_variant : "";
 
-    data->gen = voxd_tts_generator::create(data->lctx.get(), data->mctx.get(), { opt.mmproj, threads, opt.libmtmd });
+    data->cpu_threads = voxd_gpu_available() ? 1 : threads; // llama.cpp offloads every layer to a GPU where there is one
+    data->gen         = voxd_tts_generator::create(data->lctx.get(), data->mctx.get(), { opt.mmproj, threads, opt.libmtmd });
     for (int i = opt.sequences - 1; i >= 0; i--) {
         data->free_seq_ids.push_back(i);
     }
@@ -208,7 +209,7 @@ void step_on_executor(voxd_tts_ggml_data & d, const std::vector<voxd_tts_sequenc
     d.executor.run([&] {
         // held for the whole step, the work between its graphs (sampling, reading outputs) included: a thread of this
         // step running beside another model's team would slow that team down as much as a team of its own
-        const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(llama_n_threads(d.lctx.get()));
+        const voxd_cpu_gate::lease cores(d.cpu_threads);
         t_last_error.clear();
         std::vector<voxd_tts_sequence *> running;
         for (voxd_tts_sequence * seq : seqs) {

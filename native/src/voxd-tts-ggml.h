@@ -43,6 +43,7 @@ struct voxd_tts_ggml_data {
     std::string arch;    // general.architecture of the backbone
     std::string variant; // the generator's model variant (e.g. "english"), "" when none
     int sample_rate = 0;
+    int cpu_threads = 1; // the CPU threads a step keeps busy: the cores it leases (voxd-cpu-gate.h)
 
     voxd_executor executor; // runs every generator step, one at a time (the contexts are not thread-safe); stopped
                             // by the environment's cleanup hook at the latest (voxd_env_threads)

@@ -1097,7 +1097,7 @@ void voxd_whisper_batcher::run_until_idle() {
         try {
             // the cores for the whole step, the work between its graphs (spectrograms, sampling) included: a thread of
             // this step running beside another model's team would slow that team down as much as a team of its own
-            const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(m_model->w.is_cpu ? m_model->threads : 1);
+            const voxd_cpu_gate::lease cores(m_model->w.is_cpu ? m_model->threads : 1);
             step();
         } catch (const voxd_error & e) {
             for (auto & seq : m_active) {

@@ -1,6 +1,7 @@
 #include "voxd-whisper.h"
 
 #include "voxd-cpu-gate.h"
+#include "voxd-ggml-graph.h"
 
 #include "ggml.h"
 #include "whisper.h"
@@ -395,12 +396,13 @@ private:
         wp.abort_callback                   = on_abort;
         wp.abort_callback_user_data         = this;
 
-        int ret;
-        {
-            // whisper.cpp runs its graphs inside this one call, so it holds its cores for the whole transcription
-            const voxd_cpu_gate::lease cores = voxd_cpu_gate::acquire(wp.n_threads);
-            ret                              = whisper_full_with_state(ctx, st.get(), wp, m_samples.data(), (int) m_samples.size());
-        }
+        // whisper.cpp runs every graph of the transcription inside this one call: the job holds the cores from the
+        // start, and gives them back and waits its turn again at each new window (on_encoder_begin), so that other
+        // models step between windows; on a GPU it keeps no team of CPU threads busy
+        m_lease_threads = m_model->cparams.use_gpu && voxd_gpu_available() ? 1 : wp.n_threads;
+        m_cores.emplace(m_lease_threads);
+        const int ret = whisper_full_with_state(ctx, st.get(), wp, m_samples.data(), (int) m_samples.size());
+        m_cores.reset();
         m_samples = std::vector<float>(); // a long clip's copy need not outlive the decoding
         if (ret == -7) {
             (void) st.release(); // on this path (KV cache allocation failed) whisper_full_with_state frees the state itself
@@ -452,6 +454,8 @@ private:
     static bool on_encoder_begin(whisper_context *, whisper_state *, void * data) {
         auto * job     = static_cast<voxd_whisper_job *>(data);
         job->m_attempt = -1;
+        job->m_cores.reset();
+        job->m_cores.emplace(job->m_lease_threads);
         return !on_abort(data);
     }
 
@@ -639,6 +643,9 @@ private:
     int64_t m_last_t1          = 0;
     std::string m_callback_error;
     std::string m_fixed_language; // the language given (or implied); empty = detect
+    // whisper.cpp's path: the cores its graphs run on, held a window at a time (voxd-cpu-gate.h)
+    std::optional<voxd_cpu_gate::lease> m_cores;
+    int m_lease_threads = 1;
 
     std::atomic<bool> m_halt{ false };    // budget spent or collecting failed: whisper.cpp stops at its next check
     std::atomic<bool> m_failed{ false };  // the job failed: segments still queued are dropped

@@ -82,6 +82,9 @@ interface ModelQueue {
   avgRunMs: number;
 }
 
+/** The longest delay setTimeout takes (2^31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class AbortedError extends Error {
   override name = 'AbortError';
   constructor() {
@@ -175,7 +178,8 @@ export class Scheduler {
   /** How long a job may run before it is stopped (0: no limit), given what it asks for. */
   jobTimeoutMs(minTimeoutMs = 0): number {
     const limit = this.options.jobTimeoutMs ?? 0;
-    return limit > 0 ? Math.max(limit, minTimeoutMs) : 0;
+    // past what a timer holds (about 24.8 days), Node would fire it at once
+    return limit > 0 ? Math.min(Math.max(limit, minTimeoutMs), MAX_TIMER_MS) : 0;
   }
 
   /** Jobs running or waiting, across all models. */

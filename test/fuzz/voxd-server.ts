@@ -56,6 +56,8 @@ export class FuzzServer {
   constructor(
     readonly transport: TransportName,
     private readonly scratch: string,
+    /** Flags of the target's own, after the shared ones. */
+    private readonly extraFlags: readonly string[] = [],
   ) {}
 
   get port(): number {
@@ -84,7 +86,9 @@ export class FuzzServer {
       path.join(this.scratch, 'logs'),
     ];
     // in this process's group, so that a Ctrl-C of `npm run fuzz` stops it too
-    this.proc = spawnCli({ after: (fn) => void this.cleanups.push(fn) }, [...args, ...SERVER_FLAGS], cliEnv(this.scratch), { ownGroup: false });
+    this.proc = spawnCli({ after: (fn) => void this.cleanups.push(fn) }, [...args, ...SERVER_FLAGS, ...this.extraFlags], cliEnv(this.scratch), {
+      ownGroup: false,
+    });
     this.errorsSeen = 0;
     await waitHealthy(this.base, this.proc, START_MS);
   }
@@ -125,6 +129,9 @@ export class FuzzServers {
   private readonly servers = new Map<TransportName, FuzzServer>();
   private scratch: string | null = null;
 
+  /** `extraFlags`: what a target needs of its servers beyond the shared limits. */
+  constructor(private readonly extraFlags: readonly string[] = []) {}
+
   /** The running server of `transport` (node:http's where uWebSockets.js does not load: a crasher found elsewhere). */
   async get(transport: TransportName): Promise<FuzzServer> {
     const name = TRANSPORTS.includes(transport) ? transport : 'node';
@@ -133,7 +140,7 @@ export class FuzzServers {
       this.scratch ??= await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-fuzz-'));
       const dir = path.join(this.scratch, name);
       await fsp.mkdir(dir, { recursive: true });
-      server = new FuzzServer(name, dir);
+      server = new FuzzServer(name, dir, this.extraFlags);
       await server.start().catch(async (error: unknown) => {
         await server?.stop();
         throw error;

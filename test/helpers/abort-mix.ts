@@ -56,6 +56,11 @@ export interface MixRequest {
   content: number;
   /** When the client gives up: it aborts the request or drops the socket after this many ms; null when it waits. */
   abortAfterMs: number | null;
+  /**
+   * `max_tokens` of a transcription; absent: none, and random weights decode every window to its token limit at every
+   * temperature of the fallback (a runaway, for the job time limit to stop).
+   */
+  maxTokens?: number;
 }
 
 /** What one request got. `no-answer`: nothing within the bound while the client still waited. */
@@ -88,8 +93,6 @@ export interface MixOptions {
   /** Seconds of a clip a live session streams, and how many times faster than real time (1: paced as a microphone). */
   liveSeconds: number;
   livePace: number;
-  /** `max_tokens` of every transcription: random weights otherwise decode every window to its token limit, at every temperature. */
-  transcriptionMaxTokens?: number;
 }
 
 /** Runs one request of the mix to its end and reports what came back. */
@@ -110,13 +113,13 @@ export async function runMixRequest(request: MixRequest, options: MixOptions): P
     const response = await fetch(`${options.base}${request.kind.startsWith('speech') ? '/v1/audio/speech' : '/v1/audio/transcriptions'}`, {
       method: 'POST',
       signal: client.signal,
-      ...httpBody(request, options),
+      ...httpBody(request, options.models),
     });
     const body = Buffer.from(await response.arrayBuffer());
-    // a stream that began with 200 and then failed ends with an error event or line (docs/api.md)
-    const streamedError = response.status === 200 && request.kind === 'transcription-stream' && /"error":\{/.test(body.toString('utf8'));
-    if (response.status === 200 && !streamedError) return outcome('ok', 200);
-    return outcome('error', response.status, envelopeCode(body) ?? (streamedError ? 'stream_error' : null));
+    if (response.status !== 200) return outcome('error', response.status, envelopeCode(body));
+    // a stream that began with 200 and then failed ends with an error event (docs/api.md)
+    const streamedError = request.kind === 'transcription-stream' ? /"error":\{[^}]*"code":"([^"]*)"/.exec(body.toString('utf8')) : null;
+    return streamedError ? outcome('error', 200, streamedError[1] ?? null) : outcome('ok', 200);
   } catch (error) {
     if (client.signal.reason instanceof Error && client.signal.reason.message === 'no answer') return outcome('no-answer');
     if (client.signal.aborted) return outcome('aborted');
@@ -127,7 +130,7 @@ export async function runMixRequest(request: MixRequest, options: MixOptions): P
   }
 }
 
-function httpBody(request: MixRequest, { models, transcriptionMaxTokens }: MixOptions): { body: FormData | string; headers?: Record<string, string> } {
+function httpBody(request: MixRequest, models: MixModels): { body: FormData | string; headers?: Record<string, string> } {
   if (request.kind.startsWith('speech')) {
     return {
       headers: { 'content-type': 'application/json' },
@@ -144,7 +147,7 @@ function httpBody(request: MixRequest, { models, transcriptionMaxTokens }: MixOp
   form.append('model', models.whisper);
   form.append('response_format', TRANSCRIPT_FORMATS[request.format % TRANSCRIPT_FORMATS.length] as string);
   if (request.kind === 'transcription-stream') form.append('stream', 'true');
-  if (transcriptionMaxTokens) form.append('max_tokens', String(transcriptionMaxTokens));
+  if (request.maxTokens) form.append('max_tokens', String(request.maxTokens));
   return { body: form };
 }
 

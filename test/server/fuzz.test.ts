@@ -19,7 +19,7 @@ const TARGETS: { name: string; seconds: number; minCases: number; skip: string |
   { name: 'http-request', seconds: 20, minCases: 100, skip: false },
   { name: 'audio-file', seconds: 10, minCases: 200, skip: false },
   { name: 'realtime-events', seconds: 10, minCases: 10, skip: false },
-  { name: 'abort-mix', seconds: 30, minCases: 2, skip: false },
+  { name: 'abort-mix', seconds: 30, minCases: 1, skip: false },
 ];
 
 for (const { name, seconds, minCases, skip } of TARGETS) {

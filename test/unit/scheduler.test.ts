@@ -205,5 +205,11 @@ describe('scheduler', () => {
       assert.equal(scheduler.jobTimeoutMs(5000), 0);
       assert.equal(await scheduler.run({ id: 'm' }, () => sleep(30).then(() => 'done')), 'done');
     });
+
+    it('takes a limit longer than a timer holds as the longest a timer holds, not as none', async () => {
+      const scheduler = new Scheduler({ maxQueue: 5, concurrency: 1, metrics: new Metrics(), jobTimeoutMs: 99_999_999_000 });
+      assert.equal(scheduler.jobTimeoutMs(), 2 ** 31 - 1);
+      assert.equal(await scheduler.run({ id: 'm' }, () => sleep(30).then(() => 'done')), 'done');
+    });
   });
 });
