@@ -305,7 +305,10 @@ private:
     int m_in_format             = -1;
 };
 
-// Most samples reserved up front from a header's duration claim, which may be a lie (a WAV saying 4 GB).
+// Most samples reserved up front from a header's duration claim when no maxSeconds bounds it: the claim may be a lie
+// (a WAV saying 4 GB). Under maxSeconds the claim is taken up to that bound: reserved memory that a lie leaves unused
+// is never touched, so it costs address space only, while an honest long file is decoded without the vector doubling
+// (each doubling copies everything decoded so far, and the last left twice the samples in memory at its peak).
 constexpr size_t voxd_max_reserve = (size_t) 1 << 22;
 
 } // namespace
@@ -414,11 +417,9 @@ voxd_decoded_audio voxd_decode_audio(const uint8_t * data, size_t size, const vo
     }
     if (declared_seconds > 0 && resampler.rate() > 0 && resampler.channels() > 0) {
         const double per_second = (double) resampler.rate() * resampler.channels();
-        double expected         = declared_seconds * per_second * 1.02 + 4096;
-        if (params.max_seconds > 0) {
-            expected = std::min(expected, params.max_seconds * per_second + 4096);
-        }
-        out.samples.reserve((size_t) std::min(expected, (double) voxd_max_reserve));
+        const double expected   = declared_seconds * per_second * 1.02 + 4096;
+        const double bound      = params.max_seconds > 0 ? params.max_seconds * per_second + 4096 : (double) voxd_max_reserve;
+        out.samples.reserve((size_t) std::min(expected, bound));
     }
 
     voxd_packet_ptr pkt(av_packet_alloc());
