@@ -3,6 +3,7 @@
  * load that fails costs. The registry with real engines is tested in engines/registry.test.ts.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,9 +11,15 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import type { Engine, LoadedModel } from '../../src/engines/types.js';
+import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
 import { ModelRegistry } from '../../src/services/registry.js';
+import { HubDouble } from '../helpers/hub-double.js';
+import { SILERO_V6 } from '../helpers/paths.js';
+
+const REPO = 'ggml-org/whisper-vad';
+const FILE = 'ggml-silero-v6.2.0.bin';
 
 async function tempDir(t: TestContext, prefix: string): Promise<string> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), prefix));
@@ -80,5 +87,27 @@ describe('model registry loads', () => {
     assert.equal(lease.model.engine, 'slow');
     assert.deepEqual(slow.loads, [model], 'the next request is served by that load');
     assert.deepEqual(slow.disposals, [], 'and the model it made is kept');
+  });
+
+  it('checks a cached file that no engine loads against its hash once while it is unchanged', async (t) => {
+    const double = await HubDouble.start();
+    t.after(() => double.close());
+    double.addRepo(REPO, { files: { [FILE]: SILERO_V6 } });
+    const { registry, hub } = await registryWith(t, [], double.endpoint); // a valid file that no engine takes
+    const reads = t.mock.method(fs, 'createReadStream');
+    const invalid = (error: unknown): boolean => error instanceof ApiError && error.code === 'invalid_model';
+
+    await assert.rejects(registry.acquire(`${REPO}/${FILE}`), invalid);
+    const blob = await fsp.realpath(hub.cachedFile(REPO, FILE) ?? assert.fail('the file is cached'));
+    const hashings = (): number => reads.mock.calls.filter((call) => call.arguments[0] === blob).length;
+    assert.equal(hashings(), 1, 'hashed after the first failed load');
+    await assert.rejects(registry.acquire(`${REPO}/${FILE}`), invalid);
+    assert.equal(hashings(), 1, 'not hashed again');
+
+    // other bytes of the same size, as a failing disk leaves them: the changed file is hashed again, and deleted
+    await fsp.writeFile(blob, Buffer.alloc((await fsp.stat(blob)).size, 0x20));
+    await assert.rejects(registry.acquire(`${REPO}/${FILE}`), (error) => error instanceof ApiError && error.code === 'model_download_failed');
+    assert.equal(hashings(), 2);
+    assert.equal(hub.cachedFile(REPO, FILE), null);
   });
 });
