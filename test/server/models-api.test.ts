@@ -172,6 +172,23 @@ describe('model management API', () => {
     assert.match(double.contentTransfers(REPO, v6File)[1]?.range ?? '', /^bytes=\d+-$/, 'resumed');
   });
 
+  it('a client that leaves GET or HEAD /v1/audio/voices cancels the download of the model it named', async (t) => {
+    const { base, double } = await withHub(t);
+    for (const [method, id] of [
+      ['GET', V6],
+      ['HEAD', V5],
+    ] as const) {
+      const file = id.slice(REPO.length + 1);
+      double.setFaults(REPO, file, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
+      const leaving = new AbortController();
+      const left = fetch(`${base}/v1/audio/voices?model=${encodeURIComponent(id)}`, { method, signal: leaving.signal }).catch(() => 'left');
+      await eventually(`${method}: the transfer began`, () => double.contentTransfers(REPO, file).length === 1);
+      leaving.abort();
+      assert.equal(await left, 'left');
+      await eventually(`${method}: the transfer is cancelled`, () => double.contentTransfers(REPO, file)[0]?.endedEarly === true);
+    }
+  });
+
   it('accepts model_name in a JSON body too', async (t) => {
     const { base } = await withHub(t);
     const response = await fetch(`${base}/v1/models`, {
