@@ -66,7 +66,7 @@ export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string
   return path.join(env.HF_HOME || path.join(os.homedir(), '.cache', 'huggingface'), 'hub');
 }
 
-/** `--download-timeout`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
+/** `--download-timeout-s`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
 export const DEFAULT_DOWNLOAD_TIMEOUT_S = 30;
 
 const DEFAULT_REVISION = 'main';
@@ -658,7 +658,7 @@ class InactivityTimeout implements Disposable {
 
   /** What happened once it fired, for messages. */
   get description(): string {
-    return `nothing arrived for ${this.ms / 1000} s (--download-timeout)`;
+    return `nothing arrived for ${this.ms / 1000} s (--download-timeout-s)`;
   }
 
   touch(): void {

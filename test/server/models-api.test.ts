@@ -111,8 +111,8 @@ describe('model management API', () => {
     assert.equal(double.contentTransfers(REPO, 'ggml-silero-v5.1.2.bin').length, 1);
   });
 
-  it('a download the hub stops sending fails every request waiting for it after --download-timeout, and resumes later', async (t) => {
-    const { base, double, logDir } = await withHub(t, { downloadTimeout: 1 });
+  it('a download the hub stops sending fails every request waiting for it after --download-timeout-s, and resumes later', async (t) => {
+    const { base, double, logDir } = await withHub(t, { downloadTimeoutS: 1 });
     const file = 'ggml-silero-v5.1.2.bin';
     double.setFaults(REPO, file, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
     const responses = await Promise.all([postModel(base, V5), postModel(base, V5)]);
@@ -120,7 +120,7 @@ describe('model management API', () => {
       const { message } = await envelope(response, 502, 'model_download_failed');
       assert.match(
         message,
-        /ggml-silero-v5\.1\.2\.bin stalled after \d+ of \d+ bytes \(nothing arrived for 1 s \(--download-timeout\)\); the partial file is kept/,
+        /ggml-silero-v5\.1\.2\.bin stalled after \d+ of \d+ bytes \(nothing arrived for 1 s \(--download-timeout-s\)\); the partial file is kept/,
       );
     }
     await eventually('the log says how the download ended', async () =>
