@@ -56,7 +56,7 @@ export const configSchema = z.object({
   voicesDir: existingDir.nullable().default(null),
   modelsDirs: z.array(z.string().min(1)).default([]),
   offline: z.boolean().default(false),
-  downloadTimeout: positiveInt.default(DEFAULT_DOWNLOAD_TIMEOUT_S),
+  downloadTimeoutS: positiveInt.default(DEFAULT_DOWNLOAD_TIMEOUT_S),
   preload: z.array(z.string().min(1)).default([]),
   maxLoadedModels: nonNegativeInt.default(0),
   modelIdleTtl: nonNegativeInt.default(0),
@@ -197,10 +197,10 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     help: 'allow local model paths (and `ref_audio` paths) only under this root; relative IDs are also looked up there',
   },
   offline: { flag: '--offline', help: 'never contact the hub; use the local cache only (same as `HF_HUB_OFFLINE=1`)' },
-  downloadTimeout: {
-    flag: '--download-timeout',
+  downloadTimeoutS: {
+    flag: '--download-timeout-s',
     value: 'seconds',
-    env: 'VOXD_DOWNLOAD_TIMEOUT',
+    env: 'VOXD_DOWNLOAD_TIMEOUT_S',
     help: 'a hub request or download that receives nothing for this long fails (`502 model_download_failed`); a partial file is kept for the next request to resume',
   },
   preload: {

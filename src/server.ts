@@ -61,7 +61,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     offline: config.offline || env.HF_HUB_OFFLINE === '1',
     logger,
     progressBar: true,
-    inactivityTimeoutMs: config.downloadTimeout * 1000,
+    inactivityTimeoutMs: config.downloadTimeoutS * 1000,
   });
   const registry = new ModelRegistry({
     engines: [

@@ -66,7 +66,7 @@ export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string
   return path.join(env.HF_HOME || path.join(os.homedir(), '.cache', 'huggingface'), 'hub');
 }
 
-/** `--download-timeout`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
+/** `--download-timeout-s`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
 export const DEFAULT_DOWNLOAD_TIMEOUT_S = 30;
 
 const DEFAULT_REVISION = 'main';
@@ -131,6 +131,8 @@ export class HubClient {
   private readonly endpoint: string;
   private readonly endpointOrigin: string;
   private readonly inactivityTimeoutMs: number;
+  /** Blobs `discardIfCorrupt` found intact, by path, with the size and mtime they had: hashing GBs again is for a changed file only. */
+  private readonly intactBlobs = new Map<string, string>();
 
   constructor(private readonly options: HubOptions) {
     this.endpoint = options.endpoint.replace(/\/+$/, '');
@@ -202,15 +204,22 @@ export class HubClient {
    * Checks a file of this cache against the hash its blob is named by, and deletes the blob when it does not match,
    * so that the next download fetches it again. For a file that failed to load: a blob that an older client, another
    * tool or a failing disk left wrong would otherwise fail every load for good. Returns how it differed (null when
-   * it matches, or the file is no blob of this cache).
+   * it matches, or the file is no blob of this cache). A blob found intact is not hashed again while its size and
+   * mtime stay the same: a file that is valid but unusable fails every load, and each would hash it whole.
    */
   async discardIfCorrupt(filePath: string): Promise<string | null> {
     const [blobPath, cacheDir] = await Promise.all([fsp.realpath(filePath).catch(() => null), fsp.realpath(this.options.cacheDir).catch(() => null)]);
     if (blobPath === null || cacheDir === null || !blobPath.startsWith(cacheDir + path.sep) || path.basename(path.dirname(blobPath)) !== 'blobs') {
       return null;
     }
+    // the version is read before hashing: a change while it hashes makes the next call hash it again
+    const { size, mtimeMs } = await fsp.stat(blobPath);
+    const version = `${size}:${mtimeMs}`;
+    if (this.intactBlobs.get(blobPath) === version) return null;
     const mismatch = await hashMismatch(blobPath, blobHashOf(path.basename(blobPath)));
-    if (mismatch !== null) {
+    if (mismatch === null) {
+      this.intactBlobs.set(blobPath, version);
+    } else {
       await fsp.rm(blobPath, { force: true });
       this.options.logger?.warn(
         { path: filePath, blob: blobPath },
@@ -649,7 +658,7 @@ class InactivityTimeout implements Disposable {
 
   /** What happened once it fired, for messages. */
   get description(): string {
-    return `nothing arrived for ${this.ms / 1000} s (--download-timeout)`;
+    return `nothing arrived for ${this.ms / 1000} s (--download-timeout-s)`;
   }
 
   touch(): void {

@@ -67,7 +67,7 @@ export interface RegistryOptions {
 
 interface Entry {
   id: string;
-  /** The load (a download first, for a hub model): shared by the requests that wait for it, cancelled when all left. */
+  /** The load (a download first, for a hub model): shared by the requests that wait for it, cancelled when all left before the engine began. */
   loading: SharedWork<LoadedModel>;
   model: LoadedModel | null;
   created: number;
@@ -246,13 +246,14 @@ export class ModelRegistry {
 
   private entryFor(id: string): Entry {
     const existing = this.entries.get(id);
-    // a load every request left is being cancelled: a new request starts another (the hub resumes the partial file)
+    // a load every request left before its engine began is being cancelled: a new request starts another (the hub
+    // resumes the partial file); one in its engine is never abandoned, so this never loads a model twice at once
     if (existing && !(existing.model === null && existing.loading.abandoned)) return existing;
     const created: Entry = {
       id,
       // runs on once `created` is set: loadModel settles asynchronously
-      loading: new SharedWork((signal) =>
-        this.loadModel(id, signal).then(
+      loading: new SharedWork((signal, uncancellable) =>
+        this.loadModel(id, signal, uncancellable).then(
           (loaded) => this.loaded(created, loaded),
           (error: unknown) => this.loadFailed(created, error, signal),
         ),
@@ -273,7 +274,7 @@ export class ModelRegistry {
   private loaded(entry: Entry, { model, bytes }: { model: LoadedModel; bytes: number | null }): LoadedModel {
     entry.model = model;
     if (this.entries.get(entry.id) !== entry) {
-      // loaded after every request left and another load took its place (or the registry closed): no one can use it
+      // the registry closed while it loaded: no one can use it
       void this.dispose(entry);
       return model;
     }
@@ -297,13 +298,21 @@ export class ModelRegistry {
     return Object.hasOwn(this.options.builtins ?? {}, id) ? this.options.builtins?.[id] : undefined;
   }
 
-  private async loadModel(id: string, signal: AbortSignal): Promise<{ model: LoadedModel; bytes: number | null }> {
+  /**
+   * Finds (downloads) the files and loads them. An engine's load cannot be stopped: once it began, the load is
+   * `uncancellable`, and requests that come after every earlier one left join it instead of loading the model again.
+   */
+  private async loadModel(id: string, signal: AbortSignal, uncancellable: () => void): Promise<{ model: LoadedModel; bytes: number | null }> {
     const builtin = this.builtin(id);
-    if (builtin) return { model: await builtin.load(id), bytes: null };
+    if (builtin) {
+      uncancellable();
+      return { model: await builtin.load(id), bytes: null };
+    }
     const started = performance.now();
     const resolved = await this.locate(id, signal);
     // every request left while the files were fetched: load nothing for no one
     signal.throwIfAborted();
+    uncancellable();
     let model: LoadedModel;
     try {
       model = await this.loadFiles(resolved);

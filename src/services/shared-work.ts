@@ -1,15 +1,21 @@
 /**
  * Work done once for every caller that waits for it (a hub download, a model load). Each caller may stop waiting
  * when its own signal aborts; the work itself is aborted only once no caller waits any more, so one client's
- * departure never stops it for the others, and the last one's does not leave it running for nobody.
+ * departure never stops it for the others, and the last one's does not leave it running for nobody. Work that
+ * reaches a step it cannot stop (`uncancellable`) runs to its end whoever leaves, and later callers join it: starting
+ * it anew then would run that step twice at once.
  */
 export class SharedWork<T> {
   readonly promise: Promise<T>;
   private readonly controller = new AbortController();
   private waiters = 0;
+  private cancellable = true;
 
-  constructor(run: (signal: AbortSignal) => Promise<T>) {
-    this.promise = run(this.controller.signal);
+  /** `run` calls `uncancellable()` when it reaches a step that no signal stops; its signal never aborts from then on. */
+  constructor(run: (signal: AbortSignal, uncancellable: () => void) => Promise<T>) {
+    this.promise = run(this.controller.signal, () => {
+      this.cancellable = false;
+    });
   }
 
   /** Every caller stopped waiting: the work is being stopped, and a new caller must start it anew. */
@@ -34,7 +40,7 @@ export class SharedWork<T> {
       };
       const onAbort = (): void =>
         settle(() => {
-          if (this.waiters === 0) this.controller.abort();
+          if (this.waiters === 0 && this.cancellable) this.controller.abort();
           reject(leftError());
         });
       if (signal?.aborted) return onAbort();

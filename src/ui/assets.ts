@@ -60,18 +60,20 @@ export function loadUiAssets(dir = UI_DIST_DIR): Map<string, UiAsset> {
 }
 
 /**
- * The form of `asset` the client prefers (its highest `q`; on a tie the smaller, brotli), and its Content-Encoding
- * (null: identity, which is always acceptable here: it is the one form every client reads).
+ * The form of `asset` the client prefers (its highest `q`, identity's weighed like the others; on a tie the smaller:
+ * brotli, then gzip, then identity), and its Content-Encoding (null: identity, which is sent whenever no compressed
+ * form is acceptable, even one refused with q=0: it is the one form every client reads).
  */
 export function pickEncoding(asset: UiAsset, acceptEncoding: string | undefined): { body: Buffer; encoding: string | null } {
   const quality = codingQuality(acceptEncoding);
-  let best: { body: Buffer; encoding: string | null; q: number } = { body: asset.body, encoding: null, q: 0 };
+  let best: { body: Buffer; encoding: string | null; q: number } = { body: asset.body, encoding: null, q: quality('identity') };
+  // from the least to the most preferred on a tie: a later form wins an equal q
   for (const [encoding, body] of [
-    ['br', asset.brotli],
     ['gzip', asset.gzip],
+    ['br', asset.brotli],
   ] as const) {
     const q = quality(encoding);
-    if (body && q > best.q) best = { body, encoding, q };
+    if (body && q > 0 && q >= best.q) best = { body, encoding, q };
   }
   return { body: best.body, encoding: best.encoding };
 }

@@ -111,8 +111,8 @@ describe('model management API', () => {
     assert.equal(double.contentTransfers(REPO, 'ggml-silero-v5.1.2.bin').length, 1);
   });
 
-  it('a download the hub stops sending fails every request waiting for it after --download-timeout, and resumes later', async (t) => {
-    const { base, double, logDir } = await withHub(t, { downloadTimeout: 1 });
+  it('a download the hub stops sending fails every request waiting for it after --download-timeout-s, and resumes later', async (t) => {
+    const { base, double, logDir } = await withHub(t, { downloadTimeoutS: 1 });
     const file = 'ggml-silero-v5.1.2.bin';
     double.setFaults(REPO, file, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
     const responses = await Promise.all([postModel(base, V5), postModel(base, V5)]);
@@ -120,7 +120,7 @@ describe('model management API', () => {
       const { message } = await envelope(response, 502, 'model_download_failed');
       assert.match(
         message,
-        /ggml-silero-v5\.1\.2\.bin stalled after \d+ of \d+ bytes \(nothing arrived for 1 s \(--download-timeout\)\); the partial file is kept/,
+        /ggml-silero-v5\.1\.2\.bin stalled after \d+ of \d+ bytes \(nothing arrived for 1 s \(--download-timeout-s\)\); the partial file is kept/,
       );
     }
     await eventually('the log says how the download ended', async () =>
@@ -170,6 +170,23 @@ describe('model management API', () => {
     double.setFaults(REPO, v6File, {});
     assert.equal((await postModel(base, V6)).status, 200);
     assert.match(double.contentTransfers(REPO, v6File)[1]?.range ?? '', /^bytes=\d+-$/, 'resumed');
+  });
+
+  it('a client that leaves GET or HEAD /v1/audio/voices cancels the download of the model it named', async (t) => {
+    const { base, double } = await withHub(t);
+    for (const [method, id] of [
+      ['GET', V6],
+      ['HEAD', V5],
+    ] as const) {
+      const file = id.slice(REPO.length + 1);
+      double.setFaults(REPO, file, { pauseAt: { bytes: 100_000, until: heldUntilEnd(t).held } });
+      const leaving = new AbortController();
+      const left = fetch(`${base}/v1/audio/voices?model=${encodeURIComponent(id)}`, { method, signal: leaving.signal }).catch(() => 'left');
+      await eventually(`${method}: the transfer began`, () => double.contentTransfers(REPO, file).length === 1);
+      leaving.abort();
+      assert.equal(await left, 'left');
+      await eventually(`${method}: the transfer is cancelled`, () => double.contentTransfers(REPO, file)[0]?.endedEarly === true);
+    }
   });
 
   it('accepts model_name in a JSON body too', async (t) => {

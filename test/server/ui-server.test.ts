@@ -58,7 +58,7 @@ describe('web interface listener', { timeout: 60_000 }, () => {
     assert.equal(page.headers.get('x-frame-options'), 'DENY');
   });
 
-  it('sends the encoding the client prefers, never one it refuses with q=0', async () => {
+  it('sends the encoding the client prefers, identity weighed like the others, never one it refuses with q=0', async () => {
     const plain = fs.readFileSync(path.join(ROOT, 'ui', 'dist', script));
     const cases: [string, string | undefined][] = [
       ['br, gzip', 'br'],
@@ -76,6 +76,14 @@ describe('web interface listener', { timeout: 60_000 }, () => {
       ['*;q=0', undefined],
       ['*;q=0, gzip', 'gzip'],
       ['identity', undefined],
+      ['gzip;q=0.5, identity;q=1', undefined],
+      ['br;q=0.5, gzip;q=0.8, identity;q=0.9', undefined],
+      ['identity;q=0.5, gzip', 'gzip'],
+      ['identity, br', 'br'],
+      ['identity;q=0, gzip;q=0.1', 'gzip'],
+      ['identity;q=0, br;q=0', undefined],
+      ['*;q=0.5, identity;q=0.6', undefined],
+      ['br;q=0, *;q=0.5', 'gzip'],
       ['br;q=2, gzip;q=abc', undefined],
       ['', undefined],
     ];

@@ -262,7 +262,7 @@ describe('hub client', () => {
     const client = s.client({ inactivityTimeoutMs: 500 });
     const [first, joined] = [client.downloadFile(REPO, FILE), client.downloadFile(REPO, FILE)];
     const stalled =
-      /download of ggml-org\/whisper-vad\/ggml-silero-v6\.2\.0\.bin stalled after \d+ of 885098 bytes \(nothing arrived for 0\.5 s \(--download-timeout\)\); the partial file is kept and the next attempt resumes/;
+      /download of ggml-org\/whisper-vad\/ggml-silero-v6\.2\.0\.bin stalled after \d+ of 885098 bytes \(nothing arrived for 0\.5 s \(--download-timeout-s\)\); the partial file is kept and the next attempt resumes/;
     await rejectsWith(within(15_000, first, 'the stalled download'), 'network', stalled);
     await rejectsWith(within(15_000, joined, 'the request that joined it'), 'network', stalled);
     assert.equal(s.warnLogs.filter((line) => stalled.test(line)).length, 1, `one line for the one transfer: ${s.warnLogs.join('\n')}`);
@@ -292,7 +292,7 @@ describe('hub client', () => {
     await rejectsWith(
       within(15_000, client.downloadFile(REPO, SMALL_FILE), 'an uncached file'),
       'network',
-      /failed: nothing arrived for 0\.3 s \(--download-timeout\)/,
+      /failed: nothing arrived for 0\.3 s \(--download-timeout-s\)/,
     );
     await rejectsWith(within(15_000, client.listFiles('acme/absent'), 'a listing'), 'network', /nothing arrived for 0\.3 s/);
   });

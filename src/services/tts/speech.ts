@@ -102,9 +102,9 @@ export interface SpeechServiceOptions {
 export class SpeechService {
   constructor(private readonly options: SpeechServiceOptions) {}
 
-  /** The voices of a TTS model, and what it can do beyond them (cloning, instructions). */
-  async voices(modelId: string): Promise<{ voices: readonly Voice[]; cloning: boolean; instructions: boolean }> {
-    using lease = await this.options.registry.acquire<TtsModel>(modelId, 'tts');
+  /** The voices of a TTS model, and what it can do beyond them (cloning, instructions). `signal`: the client's (see `acquire`). */
+  async voices(modelId: string, signal: AbortSignal): Promise<{ voices: readonly Voice[]; cloning: boolean; instructions: boolean }> {
+    using lease = await this.options.registry.acquire<TtsModel>(modelId, 'tts', signal);
     const { cloning, instructions } = lease.model.capabilities;
     return { voices: lease.model.voices, cloning, instructions };
   }
