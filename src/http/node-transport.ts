@@ -122,11 +122,10 @@ class NodeChannel implements ResponseChannel {
     });
   }
 
-  bodyWanted(limitBytes: number): void {
+  bodyWanted(): void {
     if (!this.#awaitingContinue) return;
     this.#awaitingContinue = false;
-    // over the limit, the reader's 413 is the answer: node:http then closes the connection, the body never sent
-    if (!(Number(this.#req.headers['content-length']) > limitBytes)) this.#res.writeContinue();
+    this.#res.writeContinue();
   }
 
   pause(): void {
@@ -338,7 +337,8 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
         handler(head, new NodeChannel(req, res, awaitingContinue));
       };
       server.on('request', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
-      // `Expect: 100-continue`: 100 Continue waits for the handler to want the body (bodyWanted)
+      // `Expect: 100-continue`: 100 Continue waits for the reader to admit the body (bodyWanted); a refusal goes out
+      // instead, and node:http then closes the connection (the client never sent the body)
       server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true));
       // another expectation: served as if it were not there, as uWS does (node:http would answer 417, no envelope)
       server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));

@@ -24,11 +24,11 @@ export interface ResponseChannel {
    */
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void;
   /**
-   * The handler reads the body now, taking at most `limitBytes`. A client that sent `Expect: 100-continue` sends its
-   * body only once asked: it is asked unless the length it declared is over the limit, which the reader refuses
-   * (413) at once, so the client gets that answer instead of `100 Continue` and never sends the body.
+   * The reader admitted the body (its declared length within the route's limit and the upload budget) and reads it
+   * now. A client that sent `Expect: 100-continue` sends its body only once asked, here; a body refused (413, 503)
+   * is never asked for, so its client gets the refusal instead of `100 Continue` and never sends the body.
    */
-  bodyWanted(limitBytes: number): void;
+  bodyWanted(): void;
   /** Stops reading the request body until `resume()`, so unread uploads do not fill memory. */
   pause(): void;
   resume(): void;

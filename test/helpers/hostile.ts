@@ -166,11 +166,12 @@ export async function expectContinue(
   route: string,
   body: string,
   declaredBytes = Buffer.byteLength(body),
+  contentType = 'application/json',
 ): Promise<{ statuses: string[]; closed: boolean }> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve) => {
     const socket = net.connect(Number(port), hostname, () =>
-      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
+      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
     );
     let text = '';
     let closed = false;

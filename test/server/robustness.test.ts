@@ -15,6 +15,7 @@ import { interleavedWavBytes, readWavMono, wavBytes } from '../helpers/wav.js';
 import {
   conflictingContentLength,
   envelopeCode,
+  expectContinue,
   healthy,
   heldConnections,
   longSpeechText,
@@ -308,6 +309,11 @@ describe('a client cannot take the server down: uploads in flight (--max-infligh
     assert.deepEqual(statusLines(early.text), ['503'], early.text);
     assert.match(early.text, /retry-after: 5\r\n/i);
     assert.match(early.text, /"type":"server_error".*"code":"too_many_uploads"/);
+    // a client that asks before sending its body (curl does, for bodies over 1 MiB) is refused, not asked for it
+    const asked = await expectContinue(server.base, '/v1/audio/transcriptions', '', 10 * 1024 * 1024, 'multipart/form-data; boundary=b');
+    // uWS sends 100 Continue itself, before voxd sees the request
+    assert.deepEqual(asked.statuses, server.server.transport === 'uws' ? ['100', '503'] : ['503']);
+    if (server.server.transport === 'node') assert.equal(asked.closed, true, 'the body is never sent: the connection closes');
     await expectEnvelope(await fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: separationForm(wav) }), 503, 'too_many_uploads');
 
     held.destroy();
