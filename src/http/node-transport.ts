@@ -35,6 +35,11 @@ const KEEP_ALIVE_MS = 10_000;
 const HEAD_CHECK_INTERVAL_MS = 1000;
 /** How long a connection refused with 503 (over `maxConnections`) is kept for its client to read the answer. */
 const REFUSED_LINGER_MS = 2000;
+/**
+ * Refused connections kept at once for their clients to read the 503: each holds a descriptor, so beyond these a
+ * flood of connections would use up the open-file limit anyway (docs/configuration.md, "Connections and timeouts").
+ */
+const MAX_REFUSED_LINGERING = 64;
 /** As uWS's maxBackpressure: messages for a client this far behind are dropped. */
 const MAX_SOCKET_BACKLOG_BYTES = 16 * 1024 * 1024;
 
@@ -305,13 +310,23 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
   const sockets = new Set<WebSocket>();
   const { maxConnections } = limits;
   let connections = 0;
+  let refusedLingering = 0;
   // node:http's own limit (`maxConnections`) closes a connection beyond it unanswered, so connections are accepted
   // here, answered 503 beyond the limit, and handed to node:http (its documented 'connection' event) below it
   const listener = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
-    if (maxConnections !== undefined && connections >= maxConnections) return refuseConnection(socket, maxConnections);
-    connections++;
-    socket.once('close', () => connections--);
-    server.emit('connection', socket);
+    if (maxConnections === undefined || connections < maxConnections) {
+      connections++;
+      socket.once('close', () => connections--);
+      server.emit('connection', socket);
+    } else if (refusedLingering < MAX_REFUSED_LINGERING) {
+      refusedLingering++;
+      socket.once('close', () => refusedLingering--);
+      refuseConnection(socket, maxConnections);
+    } else {
+      // a flood: an answer would hold this descriptor for REFUSED_LINGER_MS more. Reset, not closed: a client that
+      // sees the connection end before it sent its request may wait for an answer (Node's fetch does, 5 minutes)
+      socket.resetAndDestroy();
+    }
   });
 
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: ServerResponse | null }) => {
