@@ -411,11 +411,13 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
       });
     },
 
-    listen(host, port) {
+    listen(host, port, acceptFailed) {
       return new Promise((resolve, reject) => {
         listener.once('error', reject);
         listener.listen(port, host, () => {
-          listener.off('error', reject);
+          // from now on an 'error' is a failed accept, which would end the process if no one listened. (libuv, since
+          // 1.45 and so under every Node voxd supports, sheds such connections itself and reports none: a guard.)
+          listener.off('error', reject).on('error', acceptFailed);
           // node:http starts watching heads' times (and the list closeAllConnections walks) when it hears this
           server.emit('listening');
           const address = listener.address();

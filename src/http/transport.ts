@@ -96,8 +96,11 @@ export interface Transport {
   /** Every HTTP request (upgrades to WebSocket routes excepted), with its head copied and its channel. */
   onRequest(handler: (head: RequestHead, channel: ResponseChannel) => void): void;
   websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions): void;
-  /** Resolves with the bound port (0 picks a free one). */
-  listen(host: string, port: number): Promise<number>;
+  /**
+   * Resolves with the bound port (0 picks a free one). `acceptFailed` hears of a connection the listener could not
+   * accept afterwards (the process out of descriptors, say): a transient failure, so the listener serves on.
+   */
+  listen(host: string, port: number, acceptFailed: (error: Error) => void): Promise<number>;
   /** Stops accepting connections. */
   stopListening(): void;
   /** Closes every connection still open. */
