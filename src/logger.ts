@@ -128,11 +128,21 @@ class BatchedStream extends EventEmitter {
   readonly #target: TransportStream;
   #pending = '';
   #timer: NodeJS.Timeout | null = null;
+  /** The transport failed: lines are dropped from then on. */
+  #failed = false;
 
   constructor(target: TransportStream) {
     super();
     this.#target = target;
-    for (const event of ['close', 'error', 'ready']) target.on(event, (...args: unknown[]) => this.emit(event, ...args));
+    for (const event of ['close', 'ready']) target.on(event, (...args: unknown[]) => this.emit(event, ...args));
+    // a transport that fails (a log file it cannot open: descriptors or disk space run out) ends the logging, said
+    // once on stderr, but not the server; an 'error' event nobody hears would end the process
+    target.on('error', (error: Error) => {
+      if (this.#failed) return;
+      this.#failed = true;
+      this.#pending = '';
+      process.stderr.write(`voxd: logging stopped, its worker failed: ${error.message}\n`);
+    });
     target.once('close', () => batching.delete(this));
     batching.add(this);
     if (!exitHooked) {
@@ -148,6 +158,7 @@ class BatchedStream extends EventEmitter {
   }
 
   write(line: string): boolean {
+    if (this.#failed) return true;
     this.#pending += line;
     if (this.#pending.length >= MAX_BATCH_CHARS) this.handOver();
     else this.#timer ??= setTimeout(() => this.handOver(), BATCH_MS);

@@ -35,6 +35,11 @@ const KEEP_ALIVE_MS = 10_000;
 const HEAD_CHECK_INTERVAL_MS = 1000;
 /** How long a connection refused with 503 (over `maxConnections`) is kept for its client to read the answer. */
 const REFUSED_LINGER_MS = 2000;
+/**
+ * Refused connections kept at once for their clients to read the 503: each holds a descriptor, so beyond these a
+ * flood of connections would use up the open-file limit anyway (docs/configuration.md, "Connections and timeouts").
+ */
+const MAX_REFUSED_LINGERING = 64;
 /** As uWS's maxBackpressure: messages for a client this far behind are dropped. */
 const MAX_SOCKET_BACKLOG_BYTES = 16 * 1024 * 1024;
 
@@ -122,11 +127,10 @@ class NodeChannel implements ResponseChannel {
     });
   }
 
-  bodyWanted(limitBytes: number): void {
+  bodyWanted(): void {
     if (!this.#awaitingContinue) return;
     this.#awaitingContinue = false;
-    // over the limit, the reader's 413 is the answer: node:http then closes the connection, the body never sent
-    if (!(Number(this.#req.headers['content-length']) > limitBytes)) this.#res.writeContinue();
+    this.#res.writeContinue();
   }
 
   pause(): void {
@@ -306,13 +310,23 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
   const sockets = new Set<WebSocket>();
   const { maxConnections } = limits;
   let connections = 0;
+  let refusedLingering = 0;
   // node:http's own limit (`maxConnections`) closes a connection beyond it unanswered, so connections are accepted
   // here, answered 503 beyond the limit, and handed to node:http (its documented 'connection' event) below it
   const listener = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
-    if (maxConnections !== undefined && connections >= maxConnections) return refuseConnection(socket, maxConnections);
-    connections++;
-    socket.once('close', () => connections--);
-    server.emit('connection', socket);
+    if (maxConnections === undefined || connections < maxConnections) {
+      connections++;
+      socket.once('close', () => connections--);
+      server.emit('connection', socket);
+    } else if (refusedLingering < MAX_REFUSED_LINGERING) {
+      refusedLingering++;
+      socket.once('close', () => refusedLingering--);
+      refuseConnection(socket, maxConnections);
+    } else {
+      // a flood: an answer would hold this descriptor for REFUSED_LINGER_MS more. Reset, not closed: a client that
+      // sees the connection end before it sent its request may wait for an answer (Node's fetch does, 5 minutes)
+      socket.resetAndDestroy();
+    }
   });
 
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: ServerResponse | null }) => {
@@ -338,7 +352,8 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
         handler(head, new NodeChannel(req, res, awaitingContinue));
       };
       server.on('request', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
-      // `Expect: 100-continue`: 100 Continue waits for the handler to want the body (bodyWanted)
+      // `Expect: 100-continue`: 100 Continue waits for the reader to admit the body (bodyWanted); a refusal goes out
+      // instead, and node:http then closes the connection (the client never sent the body)
       server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => serve(req, res, true));
       // another expectation: served as if it were not there, as uWS does (node:http would answer 417, no envelope)
       server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => serve(req, res, false));
@@ -396,11 +411,13 @@ export function createNodeTransport(limits: TransportLimits = {}): Transport {
       });
     },
 
-    listen(host, port) {
+    listen(host, port, acceptFailed) {
       return new Promise((resolve, reject) => {
         listener.once('error', reject);
         listener.listen(port, host, () => {
-          listener.off('error', reject);
+          // from now on an 'error' is a failed accept, which would end the process if no one listened. (libuv, since
+          // 1.45 and so under every Node voxd supports, sheds such connections itself and reports none: a guard.)
+          listener.off('error', reject).on('error', acceptFailed);
           // node:http starts watching heads' times (and the list closeAllConnections walks) when it hears this
           server.emit('listening');
           const address = listener.address();

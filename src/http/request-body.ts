@@ -7,7 +7,7 @@ import { ApiError } from '../errors.js';
 import type { ResponseChannel } from './transport.js';
 
 /** What a body needs of its request's channel. */
-type BodyChannel = Pick<ResponseChannel, 'signal' | 'aborted' | 'completed' | 'pause' | 'resume'>;
+type BodyChannel = Pick<ResponseChannel, 'signal' | 'aborted' | 'completed' | 'pause' | 'resume' | 'bodyWanted'>;
 
 /** Bytes queued beyond which the socket stops reading until the reader catches up. */
 const PAUSE_ABOVE_BYTES = 1024 * 1024;
@@ -60,8 +60,9 @@ export class RequestBody {
   /**
    * The body's chunks, once. Throws 413 when the declared length or the bytes received pass `limitBytes`, and the
    * abort reason when the client disconnects. `admit` is asked before any chunk is taken, with the declared length
-   * (0 without one), and then with each chunk's bytes beyond it; what it throws (a 503, say) ends the read. Stopping
-   * early drops the rest of the body.
+   * (0 without one), and then with each chunk's bytes beyond it; what it throws (a 503, say) ends the read. Only a
+   * body admitted so is asked for (`bodyWanted`): a client that waits for `100 Continue` gets the refusal instead.
+   * Stopping early drops the rest of the body.
    */
   async *read(limitBytes: number, admit?: (bytes: number) => void): AsyncGenerator<Buffer, void, undefined> {
     if (this.#reading) throw new Error('the request body can be read only once');
@@ -72,6 +73,7 @@ export class RequestBody {
       if (this.#declaredLength !== null && this.#declaredLength > limitBytes) throw tooLarge(limitBytes);
       let admitted = this.#declaredLength ?? 0;
       admit?.(admitted);
+      this.#channel.bodyWanted();
       let received = 0;
       for (;;) {
         const chunk = this.#queue.shift();

@@ -99,11 +99,11 @@ export class HttpRequest {
   /** The client's `x-request-id` when it is sane, else a generated one; echoed on the response. */
   readonly id: string;
   readonly #body: RequestBody;
-  readonly #channel: Pick<ResponseChannel, 'signal' | 'bodyWanted'>;
+  readonly #channel: Pick<ResponseChannel, 'signal'>;
   #query: URLSearchParams | null = null;
 
-  /** `channel`: where the request's signal comes from (asked for only when a route needs it), and who asks for the body. */
-  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, channel: Pick<ResponseChannel, 'signal' | 'bodyWanted'>) {
+  /** `channel`: where the request's signal comes from (asked for only when a route needs it). */
+  constructor(head: RequestHead, params: Record<string, string>, body: RequestBody, channel: Pick<ResponseChannel, 'signal'>) {
     this.method = head.method;
     this.path = head.path;
     this.rawQuery = head.rawQuery;
@@ -132,7 +132,7 @@ export class HttpRequest {
   /** The whole body; 413 as soon as it passes `limitBytes` (at once when Content-Length says so). */
   async body(limitBytes: number): Promise<Buffer> {
     const chunks: Buffer[] = [];
-    for await (const chunk of this.#read(limitBytes)) chunks.push(chunk);
+    for await (const chunk of this.#body.read(limitBytes)) chunks.push(chunk);
     return Buffer.concat(chunks);
   }
 
@@ -155,17 +155,6 @@ export class HttpRequest {
 
   /** A multipart/form-data body (415 for another content type, 400 when malformed, 413 past the limits). */
   multipart(limits: MultipartLimits): Promise<MultipartForm> {
-    const body = this.#body;
-    return parseMultipart(
-      this.header('content-type'),
-      { declaredLength: body.declaredLength, read: (limitBytes, admit) => this.#read(limitBytes, admit) },
-      limits,
-    );
-  }
-
-  /** The body's chunks, the client asked for them first (`Expect: 100-continue`) when they fit `limitBytes`. */
-  #read(limitBytes: number, admit?: (bytes: number) => void): AsyncGenerator<Buffer, void, undefined> {
-    this.#channel.bodyWanted(limitBytes);
-    return this.#body.read(limitBytes, admit);
+    return parseMultipart(this.header('content-type'), this.#body, limits);
   }
 }

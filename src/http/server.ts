@@ -219,7 +219,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     async listen(host, port) {
       if (closing || listening) throw new Error('the server is already listening or closed');
       listening = true;
-      return transport.listen(host, port);
+      return transport.listen(host, port, (error) => logger.warn({ err: error }, 'a connection could not be accepted; serving on'));
     },
 
     close(timeoutMs = 10_000, socketsDrained = Promise.resolve()) {

@@ -24,11 +24,11 @@ export interface ResponseChannel {
    */
   onBody(sink: (chunk: Buffer, isLast: boolean) => void): void;
   /**
-   * The handler reads the body now, taking at most `limitBytes`. A client that sent `Expect: 100-continue` sends its
-   * body only once asked: it is asked unless the length it declared is over the limit, which the reader refuses
-   * (413) at once, so the client gets that answer instead of `100 Continue` and never sends the body.
+   * The reader admitted the body (its declared length within the route's limit and the upload budget) and reads it
+   * now. A client that sent `Expect: 100-continue` sends its body only once asked, here; a body refused (413, 503)
+   * is never asked for, so its client gets the refusal instead of `100 Continue` and never sends the body.
    */
-  bodyWanted(limitBytes: number): void;
+  bodyWanted(): void;
   /** Stops reading the request body until `resume()`, so unread uploads do not fill memory. */
   pause(): void;
   resume(): void;
@@ -96,8 +96,11 @@ export interface Transport {
   /** Every HTTP request (upgrades to WebSocket routes excepted), with its head copied and its channel. */
   onRequest(handler: (head: RequestHead, channel: ResponseChannel) => void): void;
   websocket<C>(pattern: string, handlers: WsHandlers<C>, options: WsOptions): void;
-  /** Resolves with the bound port (0 picks a free one). */
-  listen(host: string, port: number): Promise<number>;
+  /**
+   * Resolves with the bound port (0 picks a free one). `acceptFailed` hears of a connection the listener could not
+   * accept afterwards (the process out of descriptors, say): a transient failure, so the listener serves on.
+   */
+  listen(host: string, port: number, acceptFailed: (error: Error) => void): Promise<number>;
   /** Stops accepting connections. */
   stopListening(): void;
   /** Closes every connection still open. */

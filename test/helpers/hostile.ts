@@ -157,6 +157,37 @@ export async function openConnections(base: string, count: number): Promise<net.
 }
 
 /**
+ * Opens `count` connections at once that send nothing and never close their side (a flood past the connection
+ * limit): once the server answered, reset or closed each, how many got each answer (`reset`, `closed` for none),
+ * and the sockets, still open, for the caller to close.
+ */
+export async function halfOpenFlood(base: string, count: number): Promise<{ answers: Record<string, number>; sockets: net.Socket[] }> {
+  const { hostname, port } = new URL(base);
+  const sockets: net.Socket[] = [];
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<string>((resolve) => {
+          const socket = net.connect({ port: Number(port), host: hostname, allowHalfOpen: true });
+          sockets.push(socket);
+          let answer = '';
+          socket.on('data', (chunk) => {
+            answer += chunk.toString('latin1');
+            if (answer.includes('\r\n\r\n')) resolve(statusLines(answer)[0] ?? 'garbled');
+          });
+          socket.on('error', () => resolve(statusLines(answer)[0] ?? 'reset'));
+          socket.on('end', () => resolve(statusLines(answer)[0] ?? 'closed'));
+          socket.on('close', () => resolve(statusLines(answer)[0] ?? 'closed'));
+        }),
+    ),
+  );
+  const answers: Record<string, number> = {};
+  for (const answer of outcomes) answers[answer] = (answers[answer] ?? 0) + 1;
+  return { answers, sockets };
+}
+
+/**
  * Sends a POST head with `Expect: 100-continue` declaring `declaredBytes` (the body's length by default), and
  * `body` only once the server asks for it: the status lines the server sent (interim ones included) until the
  * final answer was whole, and whether the server then closed the connection.
@@ -166,11 +197,12 @@ export async function expectContinue(
   route: string,
   body: string,
   declaredBytes = Buffer.byteLength(body),
+  contentType = 'application/json',
 ): Promise<{ statuses: string[]; closed: boolean }> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve) => {
     const socket = net.connect(Number(port), hostname, () =>
-      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
+      socket.write(`POST ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nExpect: 100-continue\r\nContent-Length: ${declaredBytes}\r\n\r\n`),
     );
     let text = '';
     let closed = false;

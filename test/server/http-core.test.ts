@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
@@ -8,6 +9,7 @@ import type { TransportLimits } from '../../src/http/transport.js';
 import {
   envelopeCode,
   expectContinue,
+  halfOpenFlood,
   heldConnections,
   openConnections,
   pipelinedBehindSlow,
@@ -493,6 +495,28 @@ describe('http core: the wire', () => {
   });
 });
 
+/** This process's open TCP sockets on the server's side of `port`, the listening one excepted (from /proc). */
+function serverSideSockets(port: number): number {
+  const own = new Set<string>();
+  for (const fd of fs.readdirSync('/proc/self/fd')) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/self/fd/${fd}`))?.[1];
+      if (inode) own.add(inode);
+    } catch {
+      // closed since the directory was read
+    }
+  }
+  let count = 0;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of fs.readFileSync(table, 'utf8').trim().split('\n').slice(1)) {
+      // sl, local address (hex ip:port), remote address, state (0A: listening), ..., inode
+      const [, local = '', , state, , , , , , inode = ''] = line.trim().split(/\s+/);
+      if (Number.parseInt(local.split(':')[1] ?? '', 16) === port && state !== '0A' && own.has(inode)) count++;
+    }
+  }
+  return count;
+}
+
 describe('http core: connection limit', () => {
   it('answers a connection beyond maxConnections with 503 and closes it; one that closes makes room (node:http)', async (t) => {
     const { server, base, url } = await startServer((s) => s.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' })), undefined, {
@@ -512,5 +536,34 @@ describe('http core: connection limit', () => {
       await sleep(20);
     }
     for (const socket of held) socket.destroy();
+  });
+
+  it('keeps at most 64 refused connections for their clients to read the 503, closing the rest of a flood at once (node:http)', async (t) => {
+    const { server, base, url } = await startServer((s) => s.route('GET', '/hello', (_req, reply) => reply.json({ hello: 'world' })), undefined, {
+      maxConnections: 1,
+    });
+    t.after(() => server.close());
+    if (server.transport === 'uws') return t.skip('uWS has no connection hook in JavaScript (docs/deploy.md)');
+    if (!fs.existsSync('/proc/net/tcp')) return t.skip('counts sockets in /proc (Linux)');
+    const port = Number(new URL(base).port);
+    const held = await openConnections(base, 1);
+    let most = 0;
+    const sampler = setInterval(() => (most = Math.max(most, serverSideSockets(port))), 100);
+    // clients that never close their side: each refused one would be kept REFUSED_LINGER_MS (2 s)
+    const flood = await halfOpenFlood(base, 300).finally(() => clearInterval(sampler));
+    most = Math.max(most, serverSideSockets(port));
+    for (const socket of [...held, ...flood.sockets]) socket.destroy();
+    const { '503': answered = 0, reset = 0, ...others } = flood.answers;
+    assert.ok(answered >= 1 && reset >= 1, `the first refused get the 503, the rest are reset: ${JSON.stringify(flood.answers)}`);
+    // a connection closed without an answer would leave a client such as Node's fetch waiting for one
+    assert.deepEqual(others, {}, 'every connection of the flood is answered or reset');
+    assert.ok(most <= 1 + 64, `${most} connections held on the server's side: the one admitted and at most 64 refused`);
+    // until the server has heard of the flood's closes, a connection may still be reset (fetch fails)
+    const served = async (): Promise<boolean> => (await fetch(url('/hello')).catch(() => null))?.status === 200;
+    const deadline = performance.now() + 5000;
+    while (!(await served())) {
+      assert.ok(performance.now() < deadline, 'served again once the flood is gone');
+      await sleep(20);
+    }
   });
 });

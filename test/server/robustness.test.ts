@@ -4,6 +4,7 @@
  * the server, fill its memory, hang it or get a 500, and the vendor SDK's own examples must work unchanged.
  */
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { interleavedWavBytes, readWavMono, wavBytes } from '../helpers/wav.js';
 import {
   conflictingContentLength,
   envelopeCode,
+  expectContinue,
   healthy,
   heldConnections,
   longSpeechText,
@@ -31,8 +33,10 @@ import { JFK_WAV, SHARED } from '../helpers/paths.js';
 import { cliEnv, freePort, spawnCli, tempDir, waitHealthy } from '../helpers/process.js';
 import { expectEnvelope, sdk, startTestServer, type TestServer } from '../helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED } from '../helpers/transcripts.js';
+import { transportUnderTest } from '../helpers/transport.js';
 
 const SKIP = FLITE_INSTALLED && SPHINX_INSTALLED ? false : 'needs Debian libflite1, libpocketsphinx3 and pocketsphinx-en-us';
+const PRLIMIT = spawnSync('prlimit', ['--version']).status === 0;
 
 function sentences(count: number): string {
   return Array.from({ length: count }, (_, i) => `This is sentence number ${i + 1}.`).join(' ');
@@ -242,6 +246,23 @@ describe('a client cannot take the server down: origins and paths', { skip: SKIP
     assert.equal(envelopeCode(Buffer.from(await refused.arrayBuffer())), 'too_many_connections');
   });
 
+  it('serves on after a flood of connections used up its open-file limit', { skip: PRLIMIT ? false : 'needs prlimit (util-linux)' }, async (t) => {
+    const scratch = await tempDir(t, 'voxd-nofile-');
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const args = ['serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(scratch, 'logs'), '--transport', transportUnderTest()];
+    const proc = spawnCli(t, args, cliEnv(scratch));
+    await waitHealthy(base, proc);
+    const pid = String(proc.child.pid);
+    // a soft limit a few descriptors above what the server holds now: the flood's connections use them up
+    execFileSync('prlimit', ['--pid', pid, `--nofile=${fs.readdirSync(`/proc/${pid}/fd`).length + 8}:`]);
+    const flood = await openConnections(base, 200);
+    await sleep(500);
+    for (const socket of flood) socket.destroy();
+    assert.equal(proc.exitStatus, null, `the server is still running; stderr: ${proc.stderr}`);
+    await waitHealthy(base, proc);
+  });
+
   it('answers the same for a path outside --models-dir as for a missing one', async (t) => {
     const root = await tempDir(t, 'voxd-models-');
     const server = await startTestServer(t, { modelsDirs: [root] });
@@ -308,6 +329,11 @@ describe('a client cannot take the server down: uploads in flight (--max-infligh
     assert.deepEqual(statusLines(early.text), ['503'], early.text);
     assert.match(early.text, /retry-after: 5\r\n/i);
     assert.match(early.text, /"type":"server_error".*"code":"too_many_uploads"/);
+    // a client that asks before sending its body (curl does, for bodies over 1 MiB) is refused, not asked for it
+    const asked = await expectContinue(server.base, '/v1/audio/transcriptions', '', 10 * 1024 * 1024, 'multipart/form-data; boundary=b');
+    // uWS sends 100 Continue itself, before voxd sees the request
+    assert.deepEqual(asked.statuses, server.server.transport === 'uws' ? ['100', '503'] : ['503']);
+    if (server.server.transport === 'node') assert.equal(asked.closed, true, 'the body is never sent: the connection closes');
     await expectEnvelope(await fetch(`${server.base}/v1/audio/separations`, { method: 'POST', body: separationForm(wav) }), 503, 'too_many_uploads');
 
     held.destroy();

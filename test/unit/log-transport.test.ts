@@ -124,6 +124,29 @@ describe('console log lines (log-transport.ts)', () => {
       fs.rmSync(logDir, { recursive: true, force: true });
     }
   });
+
+  it('stops logging when its worker fails (a file it cannot open), saying so once on stderr, and the process lives on', () => {
+    const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-log-transport-'));
+    try {
+      fs.mkdirSync(path.join(logDir, 'voxd.1.log')); // the file the worker opens first: a directory cannot be
+      const script = `
+        import { createLogger, closeLogger } from ${JSON.stringify(path.join(ROOT, 'dist', 'src', 'logger.js'))};
+        const logger = createLogger({ logDir: ${JSON.stringify(logDir)}, level: 'info', console: false });
+        logger.info('first');
+        setTimeout(async () => {
+          for (let i = 0; i < 100; i++) logger.info({ i }, 'after the failure');
+          await closeLogger(logger);
+          console.log('still running');
+        }, 1000);
+      `;
+      const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+      assert.equal(child.status, 0, child.stderr);
+      assert.equal(child.stdout, 'still running\n');
+      assert.match(child.stderr, /^voxd: logging stopped, its worker failed: EISDIR: .*voxd\.1\.log'\n$/);
+    } finally {
+      fs.rmSync(logDir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('request log lines', () => {

@@ -71,24 +71,55 @@ describe('upload budget (--max-inflight-upload-mb)', () => {
     assert.throws(() => upload.take(), /already taken/);
   });
 
-  it('trims the allocator once a burst of at least 64 MiB is over, not after small uploads or while others are in flight', () => {
+  it('trims the allocator 2 s after a burst of at least 64 MiB is over, not after small uploads or while others are in flight', (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     let trims = 0;
     const budget = new UploadBudget({ limitBytes: 1024 * MiB, trim: () => trims++ });
     const small = budget.open();
     small.admit(MiB);
     small[Symbol.dispose]();
+    t.mock.timers.tick(10_000);
     assert.equal(trims, 0, 'a small upload leaves little to give back');
     const big = budget.open();
     big.admit(20 * MiB);
     const other = budget.open();
     other.admit(MiB);
     big[Symbol.dispose]();
+    t.mock.timers.tick(10_000);
     assert.equal(trims, 0, 'an upload is still in flight');
     other[Symbol.dispose]();
+    assert.equal(trims, 0, 'not on the event loop turn that ended the burst');
+    t.mock.timers.tick(1999);
+    assert.equal(trims, 0);
+    t.mock.timers.tick(1);
     assert.equal(trims, 1);
     const after = budget.open();
     after.admit(MiB);
     after[Symbol.dispose]();
+    t.mock.timers.tick(10_000);
     assert.equal(trims, 1, 'the burst was counted once');
+  });
+
+  it('puts the trim off while uploads come and go after a burst, and trims once when they stop', (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    let trims = 0;
+    const budget = new UploadBudget({ limitBytes: 1024 * MiB, trim: () => trims++ });
+    const big = budget.open();
+    big.admit(20 * MiB);
+    big[Symbol.dispose]();
+    for (let i = 0; i < 3; i++) {
+      t.mock.timers.tick(1500);
+      const next = budget.open();
+      next.admit(MiB);
+      t.mock.timers.tick(1000);
+      assert.equal(trims, 0, 'an upload in flight');
+      next[Symbol.dispose]();
+    }
+    t.mock.timers.tick(1000);
+    budget.open()[Symbol.dispose](); // a request that ended before its upload was admitted
+    t.mock.timers.tick(999);
+    assert.equal(trims, 0, 'the last upload ended less than 2 s ago');
+    t.mock.timers.tick(1);
+    assert.equal(trims, 1, 'an upload never admitted does not put the trim off');
   });
 });

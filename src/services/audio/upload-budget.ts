@@ -2,8 +2,8 @@
  * The memory that audio uploads in flight may hold (--max-inflight-upload-mb): each upload is admitted on its
  * declared size before its body is read, or refused with `503 too_many_uploads` and `Retry-After`, and holds its
  * share until its request ends. An upload is counted at what it costs at its peak, while it is decoded; once
- * decoded, at the audio its request keeps (docs/configuration.md, "Uploads in flight"). When the last upload of a
- * burst is done, the allocator is asked to give the freed memory back.
+ * decoded, at the audio its request keeps (docs/configuration.md, "Uploads in flight"). Shortly after the last upload
+ * of a burst is done, the allocator is asked to give the freed memory back.
  */
 import { ApiError } from '../../errors.js';
 
@@ -16,8 +16,14 @@ import { ApiError } from '../../errors.js';
 export const PEAK_BYTES_PER_UPLOAD_BYTE = 8;
 /** Seconds a refused client is told to wait: an upload this large takes seconds to receive and decode. */
 const RETRY_AFTER_SECONDS = 5;
-/** A burst that held this much is followed by a trim once no upload is in flight (a trim costs milliseconds). */
+/** A burst that held this much is followed by a trim once no upload is in flight. */
 const TRIM_AFTER_BYTES = 64 * 1024 * 1024;
+/**
+ * How long after a burst the trim waits, and waits again whenever an upload comes and goes meanwhile: it runs on the
+ * event loop, where a large fragmented heap can take it well past milliseconds, so not in the path of the request
+ * that ended the burst, and it finds the uploads' buffers more likely collected by then.
+ */
+const TRIM_DELAY_MS = 2000;
 
 export interface UploadBudgetOptions {
   /** --max-inflight-upload-mb, in bytes. */
@@ -31,6 +37,7 @@ export class UploadBudget {
   readonly #trim: (() => void) | undefined;
   #inFlightBytes = 0;
   #burstPeakBytes = 0;
+  #trimTimer: NodeJS.Timeout | undefined;
 
   constructor(options: UploadBudgetOptions) {
     this.#limitBytes = options.limitBytes;
@@ -66,14 +73,28 @@ export class UploadBudget {
     this.adjust(bytes);
   }
 
-  /** Changes the total by `delta` bytes, unchecked; once it is back to 0 after a burst, the allocator is trimmed. */
+  /**
+   * Changes the total by `delta` bytes, unchecked; once it has stayed at 0 for TRIM_DELAY_MS after a burst, the
+   * allocator is trimmed.
+   */
   adjust(delta: number): void {
+    // an upload that ends without having been admitted changes nothing, and must not put a trim off
+    if (delta === 0) return;
     this.#inFlightBytes += delta;
     this.#burstPeakBytes = Math.max(this.#burstPeakBytes, this.#inFlightBytes);
+    clearTimeout(this.#trimTimer);
+    this.#trimTimer = undefined;
     if (this.#inFlightBytes > 0) return;
-    const burst = this.#burstPeakBytes;
-    this.#burstPeakBytes = 0;
-    if (burst >= TRIM_AFTER_BYTES) this.#trim?.();
+    if (this.#burstPeakBytes < TRIM_AFTER_BYTES || !this.#trim) {
+      this.#burstPeakBytes = 0;
+      return;
+    }
+    const trim = this.#trim;
+    this.#trimTimer = setTimeout(() => {
+      this.#trimTimer = undefined;
+      this.#burstPeakBytes = 0;
+      trim();
+    }, TRIM_DELAY_MS).unref();
   }
 }
 
