@@ -43,7 +43,7 @@ const SEED = 1;
 const RUNS = 3;
 /** One sentence under the helper's 50-token chunk, long enough that its frame budget exceeds FRAMES. */
 const TEXT = 'The quick brown fox jumps over the lazy dog while the children sing a song.';
-/** The engine's thread count (native/src/voxd-tts-ggml.cpp), given to llama-tts as well. */
+/** The engine's thread count (native/src/engine/tts/ggml/tts-model.cpp), given to llama-tts as well. */
 const THREADS = Math.min(8, Math.max(1, os.availableParallelism()));
 
 interface ModelPaths {

@@ -62,7 +62,7 @@ function firstLineOf(cmd, args) {
  */
 export function buildKey(flags) {
   const hash = createHash('sha256');
-  for (const file of [...filesUnder(path.join(root, 'native')), path.join(root, 'CMakeLists.txt')]) {
+  for (const file of [...filesUnder(path.join(root, 'native', 'src')), path.join(root, 'CMakeLists.txt')]) {
     hash
       .update(`${relative(file)}\0`)
       .update(fs.readFileSync(file))
@@ -180,10 +180,12 @@ function cmakeJs(args, { env, logFile, verbose }) {
 
 /**
  * Configures and builds the addon into `outDir` (relative to the package root) with cmake-js; returns the .node
- * file and the time taken. An existing build directory is reused, so cmake only recompiles what changed.
- * @param {{ outDir: string, flags: BuildFlags }} options
+ * file and the time taken. An existing build directory is reused, so cmake only recompiles what changed. `target`
+ * builds another target than the addon (the C++ tests: scripts/test-native.mjs), `sanitize` with AddressSanitizer
+ * and UndefinedBehaviorSanitizer (VOXD_SANITIZE in CMakeLists.txt).
+ * @param {{ outDir: string, flags: BuildFlags, target?: string, sanitize?: boolean }} options
  */
-export async function buildAddon({ outDir, flags }) {
+export async function buildAddon({ outDir, flags, target, sanitize = false }) {
   const verbose = process.env.VOXD_VERBOSE_BUILD === '1';
   const jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism();
   const logFile = path.join(root, outDir, 'voxd-build.log');
@@ -198,6 +200,7 @@ export async function buildAddon({ outDir, flags }) {
     VOXD_CUDA: flags.cuda ? 'ON' : 'OFF',
     VOXD_PORTABLE: flags.portable ? 'ON' : 'OFF',
     VOXD_BUNDLED_DEPS: flags.bundled ?? '',
+    VOXD_SANITIZE: sanitize ? 'ON' : 'OFF',
     CMAKE_EXPORT_COMPILE_COMMANDS: 'ON',
   };
   if (ccacheAvailable()) {
@@ -214,7 +217,7 @@ export async function buildAddon({ outDir, flags }) {
     // `cmake-js build` configures only a fresh directory, so configure explicitly: flags may have changed.
     failure =
       (await cmakeJs(['configure', '-O', outDir, ...defineArgs], { env, logFile, verbose })) ??
-      (await cmakeJs(['build', '-O', outDir, '--parallel', String(jobs)], { env, logFile, verbose }));
+      (await cmakeJs(['build', '-O', outDir, '--parallel', String(jobs), ...(target ? ['--target', target] : [])], { env, logFile, verbose }));
   } finally {
     clearInterval(heartbeat);
   }

@@ -40,7 +40,7 @@ LANGS += usenglish
 VOXES += cmu_us_kal16 cmu_us_awb cmu_us_rms cmu_us_slt
 `;
 
-// flite's calls of rand, exit and vfprintf go to voxd (native/src/voxd-flite.cpp says why): in a shared libflite
+// flite's calls of rand, exit and vfprintf go to voxd (native/src/engine/tts/flite.cpp says why): in a shared libflite
 // they are redirected at run time, in the static one at compile time
 const FLITE_REDIRECTS = ['rand', 'exit', 'vfprintf'].map((fn) => `-D${fn}=voxd_flite_static_${fn}`);
 

@@ -28,7 +28,8 @@ if (probe.status !== 0) {
 }
 
 // the suites by what they need: unit (no model, no server: the fast loop), engines (models, no server), server
-// (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it
+// (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it;
+// the C++ tests of the engine library run first, with no filter or with `npm test -- native`
 const SUITE_DIRS = ['unit', 'engines', 'server'];
 const TEST_TIMEOUT_MS = 300_000;
 const testDir = path.join(root, 'dist', 'test');
@@ -86,7 +87,26 @@ function run(label, testFiles, env) {
   return { ok: result.status === 0, pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };
 }
 
-const runs = [run(`transport ${autoTransport}`, files, process.env)];
+/** The engine library's C++ tests (scripts/test-native.mjs), first: they take seconds and need no server. */
+function runNative() {
+  const junit = path.join(root, 'dist', 'test-results-native.xml');
+  fs.rmSync(junit, { force: true });
+  const result = spawnSync(process.execPath, [path.join(root, 'scripts', 'test-native.mjs'), '--junit', junit], { cwd: root, stdio: 'inherit' });
+  const xml = fs.existsSync(junit) ? fs.readFileSync(junit, 'utf8') : '';
+  const count = (/** @type {string} */ name) => Number(xml.match(new RegExp(`<testsuite[^>]*\\b${name}="(\\d+)"`))?.[1] ?? 0);
+  const fail = count('failures') + count('errors');
+  return {
+    ok: result.status === 0,
+    pass: count('tests') - fail - count('skipped'),
+    fail: result.status === 0 ? fail : Math.max(fail, 1),
+    skipped: count('skipped'),
+  };
+}
+
+/** @type {{ ok: boolean, pass: number, fail: number, skipped: number }[]} */
+const runs = [];
+if (only.length === 0 || only.includes('native')) runs.push(runNative());
+runs.push(run(`transport ${autoTransport}`, files, process.env));
 if (secondPass.length > 0) runs.push(run('transport node', secondPass, { ...process.env, VOXD_TRANSPORT: 'node' }));
 else if (autoTransport !== 'uws') step('no second transport pass: uWebSockets.js does not load here, node:http served every suite');
 else step('no second transport pass: none of these files is an HTTP or WebSocket suite');

@@ -1,0 +1,65 @@
+// What voxd's own GGML graphs share (batched Whisper, the Pocket TTS generator and decoder): the backend they run
+// on and the row floor that keeps a row's kernels the same alone as in any batch.
+#pragma once
+
+#include "common/cpu-gate.h"
+
+#include "ggml-backend.h"
+#include "ggml-cpp.h"
+#include "ggml-cpu.h"
+
+#include <algorithm>
+
+// Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
+// Whisper"): on x86 ggml gives 2 or more rows to llamafile's tinyBLAS and a lone row to vec_dot, elsewhere tinyBLAS
+// starts at 4 or 8 rows; so a graph never has fewer rows than this, padded with rows whose results are dropped.
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+constexpr int VOXD_MIN_PRODUCT_ROWS = 2;
+#else
+constexpr int VOXD_MIN_PRODUCT_ROWS = 8;
+#endif
+
+// CPU threads when a model's options leave it open: every core the process may run on (a container's cpuset or a
+// taskset may allow fewer than the machine has: a thread more than cores would spin at ggml's barriers), up to 8.
+inline int voxd_default_threads() {
+    return std::min(8, voxd_cpu_gate::available_cores());
+}
+
+// Whether the addon has a GPU backend with a device: where it does, llama.cpp and whisper.cpp put their models on it
+// unless told otherwise, and a computation there keeps no team of CPU threads spinning (common/cpu-gate.h).
+inline bool voxd_gpu_available() {
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        if (ggml_backend_dev_type(ggml_backend_dev_get(i)) == GGML_BACKEND_DEVICE_TYPE_GPU) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// The `device`-th GPU when `use_gpu` and the addon was built with a GPU backend, else the CPU; `is_cpu` says which.
+// The caller owns the backend (ggml_backend_free).
+inline ggml_backend_t voxd_graph_backend_init(bool use_gpu, int device, bool & is_cpu) {
+    if (use_gpu) {
+        int seen = 0;
+        for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+            ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+            if (ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_GPU && seen++ == device) {
+                if (ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr)) {
+                    is_cpu = false;
+                    return backend;
+                }
+            }
+        }
+    }
+    is_cpu = true;
+    return ggml_backend_cpu_init();
+}
+
+// A backend and the weights our graphs read, in one buffer; members are freed in reverse order (the buffer and the
+// metadata before the backend).
+struct voxd_graph_weights {
+    ggml_backend_ptr backend;
+    ggml_context_ptr ctx;        // the weights' metadata
+    ggml_backend_buffer_ptr buf; // the weights
+    bool is_cpu = true;
+};

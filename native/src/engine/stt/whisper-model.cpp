@@ -1,0 +1,234 @@
+#include "stt/whisper-model.h"
+
+#include "common/cpu-gate.h"
+#include "common/ggml-graph.h"
+
+#include "ggml.h"
+#include "whisper.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+// ---- file check ----
+
+// whisper_model_load accepts files it cannot use: a file without tensors loads as an "empty model for
+// testing" (uninitialised weights), a tensor cut short by the end of the file is half-read without an error,
+// and some broken hparams reach GGML_ASSERTs (process abort) later. Walking the layout first turns each of
+// these into a clean model_load_failed.
+static void voxd_whisper_check_file(const std::string & path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) {
+        throw voxd_error("model_load_failed", "cannot open " + path);
+    }
+    const int64_t size = in.tellg();
+    in.seekg(0);
+
+    auto fail     = [&](const std::string & why) { throw voxd_error("model_load_failed", path + " is not a usable whisper.cpp model: " + why); };
+    auto read_i32 = [&]() {
+        int32_t v = 0;
+        if (!in.read(reinterpret_cast<char *>(&v), sizeof(v))) {
+            fail("the file is truncated");
+        }
+        return v;
+    };
+    auto skip = [&](int64_t n) {
+        if (n < 0 || (int64_t) in.tellg() + n > size) {
+            fail("the file is truncated");
+        }
+        in.seekg(n, std::ios::cur);
+    };
+
+    if ((uint32_t) read_i32() != GGML_FILE_MAGIC) {
+        fail("bad magic");
+    }
+    int32_t hp[11];
+    for (int32_t & v : hp) {
+        v = read_i32();
+    }
+    const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype] = hp;
+    (void) ftype; // whisper.cpp rejects unknown ftypes cleanly itself
+
+    // whisper.cpp hard-codes the special token ids of the Whisper tokenizer: smaller vocabularies index past them
+    const bool sane = n_vocab >= 51864 && n_vocab <= (1 << 20) && n_audio_ctx > 0 && n_audio_ctx <= (1 << 16) && n_text_ctx > 0 && n_text_ctx <= (1 << 16) &&
+                      n_audio_state > 0 && n_audio_state <= (1 << 16) && n_text_state == n_audio_state && n_audio_head > 0 &&
+                      n_audio_state % n_audio_head == 0 && n_text_head > 0 && n_text_state % n_text_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 &&
+                      n_text_layer > 0 && n_text_layer <= 256 && n_mels > 0 && n_mels <= 512;
+    if (!sane) {
+        fail("implausible hyperparameters");
+    }
+
+    const int32_t n_mel = read_i32();
+    const int32_t n_fft = read_i32();
+    if (n_mel != n_mels || n_fft != 1 + WHISPER_N_FFT / 2) {
+        fail("mel filters do not match the hyperparameters");
+    }
+    skip((int64_t) n_mel * n_fft * (int64_t) sizeof(float));
+
+    const int32_t n_words = read_i32();
+    if (n_words < 0 || n_words > n_vocab) {
+        fail("bad vocabulary size");
+    }
+    for (int32_t i = 0; i < n_words; i++) {
+        const int32_t len = read_i32();
+        if (len < 0 || len > 1024) {
+            fail("bad vocabulary entry");
+        }
+        skip(len);
+    }
+
+    // every tensor complete, each name once, and as many as whisper_model_load creates for these hparams
+    const int64_t expected = 11 + 15 * (int64_t) n_audio_layer + 24 * (int64_t) n_text_layer;
+    std::unordered_set<std::string> names;
+    while ((int64_t) in.tellg() < size) {
+        const int32_t n_dims   = read_i32();
+        const int32_t name_len = read_i32();
+        const int32_t ttype    = read_i32();
+        if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > 256 || ttype < 0 || ttype >= GGML_TYPE_COUNT) {
+            fail("bad tensor header");
+        }
+        const ggml_type type = (ggml_type) ttype;
+        const int64_t blck   = ggml_blck_size(type); // 0 for removed types
+        int64_t ne[4]        = { 1, 1, 1, 1 };
+        int64_t n_elements   = 1;
+        for (int i = 0; i < n_dims; i++) {
+            ne[i] = read_i32();
+            if (ne[i] <= 0 || ne[i] > (1 << 24)) {
+                fail("bad tensor shape");
+            }
+            n_elements *= ne[i];
+        }
+        if (blck <= 0 || ne[0] % blck != 0 || n_elements > (int64_t(1) << 34)) {
+            fail("bad tensor type or shape");
+        }
+        std::string name(name_len, '\0');
+        if (!in.read(name.data(), name_len)) {
+            fail("the file is truncated");
+        }
+        if (!names.insert(name).second) {
+            fail("tensor '" + name + "' appears twice");
+        }
+        skip(n_elements / blck * (int64_t) ggml_type_size(type));
+    }
+    if ((int64_t) names.size() != expected) {
+        fail(names.empty() ? "it has no tensors" : "it has " + std::to_string(names.size()) + " tensors, expected " + std::to_string(expected));
+    }
+}
+
+// ---- whisper.cpp's context and states ----
+
+voxd_whisper_model::~voxd_whisper_model() {
+    // The last holder can be a batched job ending on the batcher's own thread, which cannot join itself: the
+    // batcher is then destroyed (and that thread joined) on a thread of its own.
+    if (m_batcher && m_batcher->on_executor_thread()) {
+        std::thread([b = std::move(m_batcher)]() mutable { b.reset(); }).detach();
+    }
+}
+
+void voxd_whisper_model::context_deleter::operator()(whisper_context * ctx) const {
+    whisper_free(ctx);
+}
+
+void voxd_whisper_model::state_deleter::operator()(whisper_state * state) const {
+    whisper_free_state(state);
+}
+
+whisper_context * voxd_whisper_model::context() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    if (!m_ctx) {
+        m_ctx.reset(whisper_init_from_file_with_params_no_state(m_path.c_str(), m_cparams));
+        if (!m_ctx) {
+            throw voxd_error("transcription_failed", "whisper.cpp cannot load " + m_path + " (out of memory?)");
+        }
+    }
+    return m_ctx.get();
+}
+
+voxd_whisper_model::state_ptr voxd_whisper_model::acquire() {
+    whisper_context * ctx = context();
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (!m_idle.empty()) {
+            state_ptr st = std::move(m_idle.back());
+            m_idle.pop_back();
+            return st;
+        }
+    }
+    state_ptr st(whisper_init_state(ctx));
+    if (!st) {
+        throw voxd_error("transcription_failed", "cannot allocate a whisper state (out of memory?)");
+    }
+    return st;
+}
+
+void voxd_whisper_model::release(state_ptr st) {
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_idle.size() < m_max_idle) {
+            m_idle.push_back(std::move(st));
+            return;
+        }
+    }
+    // beyond max_idle: `st` is freed here, outside the lock
+}
+
+// ---- model ----
+
+std::shared_ptr<voxd_whisper_model> voxd_whisper_model::load(const std::string & path, const voxd_whisper_load_options & options) {
+    std::shared_ptr<voxd_whisper_model> model(new voxd_whisper_model());
+    model->m_path                    = path;
+    model->m_max_idle                = options.max_idle_states;
+    model->m_cparams                 = whisper_context_default_params();
+    voxd_whisper_batch_options batch = options.batch;
+    if (options.use_gpu) {
+        model->m_cparams.use_gpu = batch.use_gpu = *options.use_gpu;
+    }
+    if (options.flash_attn) {
+        model->m_cparams.flash_attn = *options.flash_attn;
+    }
+    if (options.gpu_device) {
+        model->m_cparams.gpu_device = batch.gpu_device = *options.gpu_device;
+    }
+    voxd_whisper_check_file(path);
+    model->m_batcher = std::make_unique<voxd_whisper_batcher>(path, batch);
+    return model;
+}
+
+// A local lookup, because whisper_lang_id logs an error for every unknown name a client sends.
+std::string voxd_whisper_model::language_code(std::string name) const {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return (char) std::tolower(c); });
+    const int n = (int) languages().size();
+    for (int id = 0; id < n; id++) {
+        if (name == whisper_lang_str(id) || name == whisper_lang_str_full(id)) {
+            return whisper_lang_str(id);
+        }
+    }
+    return "";
+}
+
+std::vector<std::string> voxd_whisper_model::languages() const {
+    const int n = m_batcher->multilingual() ? std::min(m_batcher->n_languages(), whisper_lang_max_id() + 1) : 1; // id 0 is English
+    std::vector<std::string> out;
+    for (int id = 0; id < n; id++) {
+        out.push_back(whisper_lang_str(id));
+    }
+    return out;
+}
+
+const char * voxd_whisper_model::size_name() const {
+    switch (m_batcher->hparams()[4]) { // n_audio_layer
+        case 4: return "tiny";
+        case 6: return "base";
+        case 12: return "small";
+        case 24: return "medium";
+        case 32: return "large";
+        default: return "unknown";
+    }
+}
