@@ -11,24 +11,11 @@
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import path from 'node:path';
-import {
-  ROOT,
-  cachedBuild,
-  checkChoice,
-  checkSeed,
-  halfBits,
-  nElements,
-  parseArgs,
-  runAsCli,
-  testModelsDir,
-  weylStream,
-  writeAtomically,
-} from './test-model-common.mjs';
+import { ROOT, cachedBuild, checkChoice, checkSeed, halfBits, parseArgs, runAsCli, testModelsDir, weylStream, writeAtomically } from './test-model-common.mjs';
+import { GGML_TYPE_F16, GGML_TYPE_F32, nElements } from './gguf/ggml.mjs';
 
 const BASE_DIR = path.join(ROOT, '..', 'shared', 'models', 'whisper-format');
 const GGML_FILE_MAGIC = 0x67676d6c;
-const GGML_TYPE_F32 = 0;
-const GGML_TYPE_F16 = 1;
 const WEIGHT_STD = 0.02;
 // bumped whenever the output for given options changes, so stale cache entries are not reused
 const FORMAT_VERSION = 1;

@@ -1,7 +1,8 @@
 // What the random-weight test-model writers (make-whisper-test-model.mjs, make-tts-test-model.mjs) share: the
 // cache location and its build-then-rename discipline, option checks and the CLI, and the numeric pieces whose
-// exact bits both formats depend on. Anything here that touches a value written to a model (halfBits, weylStream)
-// fixes those models' bytes: change it only together with both scripts' FORMAT_VERSION.
+// exact bits both formats depend on (ggml's tensor types and sizes are in gguf/ggml.mjs). Anything here that
+// touches a value written to a model (halfBits, weylStream) fixes those models' bytes: change it only together with
+// both scripts' FORMAT_VERSION.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -118,14 +119,6 @@ export async function runAsCli(moduleUrl, name, main) {
 }
 
 // ---- numbers ----
-
-/**
- * Number of elements of a tensor with dimensions `ne`.
- * @param {number[]} ne
- */
-export function nElements(ne) {
-  return ne.reduce((a, b) => a * b, 1);
-}
 
 /**
  * A counter-based random stream of 32-bit integers: the state steps by `increment` (odd: a Weyl sequence that
