@@ -21,7 +21,8 @@
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError, apiErrorFromNative, requestFieldOf, unloadedModelError } from '../errors.js';
-import { loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
+import type { NativeTtsGgmlModel, NativeTtsGgmlRequest } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type NativeError } from '../../src/native/addon.js';
+import type { NativeError } from '../../src/native/addon.js';
 import { pcm16ToFloat, StreamResampler } from '../../src/services/audio/resample.js';
 import { concatSamples } from '../../src/services/audio/samples.js';
 import { JFK_WAV } from '../helpers/paths.js';
