@@ -27,8 +27,9 @@ if (probe.status !== 0) {
   process.exit(1);
 }
 
-// the suites by what they need: unit (no model, no server: the fast loop), engines (models, no server), server
-// (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it
+// the suites by what they need (docs/building.md): unit (no model loaded, no voxd server, nginx or browser: the fast
+// loop), engines (models, no server), server (real servers on loopback ports). `npm test -- unit` or
+// `npm test -- speech` runs the files whose path names it
 const SUITE_DIRS = ['unit', 'engines', 'server'];
 const TEST_TIMEOUT_MS = 300_000;
 const testDir = path.join(root, 'dist', 'test');
