@@ -226,25 +226,4 @@ describe('StreamResampler', () => {
       );
     }
   });
-
-  // a figure for the record, not a timed assertion (speed targets live in bench/)
-  it('prints its throughput on 100 ms chunks', () => {
-    const pairs: [number, number][] = [
-      [24000, 16000],
-      [24000, 24000],
-      [44100, 16000],
-      [16000, 24000],
-    ];
-    for (const [inRate, outRate] of pairs) {
-      const input = sine(440, inRate, 20);
-      const chunk = inRate / 10;
-      const r = new StreamResampler(inRate, outRate);
-      const start = process.hrtime.bigint();
-      for (let at = 0; at < input.length; at += chunk) r.process(input.subarray(at, at + chunk));
-      r.flush();
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const speed = 20 / seconds;
-      console.log(`# ${inRate} -> ${outRate} Hz: ${Math.round(speed)} s of audio per second (${((seconds / 200) * 1e6).toFixed(1)} µs per 100 ms chunk)`);
-    }
-  });
 });
