@@ -16,7 +16,8 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { loadNative, type NativeTtsGgmlRequest, type NativeWhisperParams } from '../src/native/addon.js';
+import type { NativeTtsGgmlRequest, NativeWhisperParams } from '../src/native/addon.js';
+import { loadNative } from '../src/native/load.js';
 import { mixModels } from '../test/helpers/abort-mix.js';
 import { JFK_WAV } from '../test/helpers/paths.js';
 import { readWavMono } from '../test/helpers/wav.js';

@@ -38,6 +38,9 @@
  * once in the steady state and their commits do not meet.
  * The target (issue 5): 8 sessions keep up, and the last chunk → completed delay stays within 500 ms of the engine's
  * own decode time of the last segment.
+ *
+ * First, the resampler a live session runs on every append whose rate is not the model's: 20 s of a tone at each
+ * common client rate through a `StreamResampler` to 16 kHz in 100 ms chunks, as seconds of audio per second.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -336,7 +339,23 @@ async function benchSessions(base: string, n: number, spreadMs: number, chunks: 
   );
 }
 
+/** Seconds of audio per second through the live sessions' resampler to 16 kHz, in 100 ms chunks, per client rate. */
+function resamplerThroughput(): string[] {
+  const seconds = 20;
+  return [24000, 44100, 48000].map((rate) => {
+    const tone = Float32Array.from({ length: rate * seconds }, (_, i) => 0.5 * Math.sin((2 * Math.PI * 440 * i) / rate));
+    const chunk = (rate * CHUNK_MS) / 1000;
+    const resampler = new StreamResampler(rate, RATE);
+    const start = performance.now();
+    for (let at = 0; at < tone.length; at += chunk) resampler.process(tone.subarray(at, at + chunk));
+    resampler.flush();
+    const elapsed = (performance.now() - start) / 1000;
+    return `${rate} -> ${RATE} Hz ${Math.round(seconds / elapsed)}x (${((elapsed / (tone.length / chunk)) * 1e6).toFixed(1)} µs a chunk)`;
+  });
+}
+
 console.log(`voxd realtime benchmark on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'})`);
+console.log(`resampler, ${CHUNK_MS} ms chunks, seconds of audio per second: ${resamplerThroughput().join(', ')}`);
 const clip = loadClip();
 const chunks = chunksOf(clip);
 const audio = chunks.map(pcm16Base64);

@@ -21,7 +21,7 @@ import WebSocket from 'ws';
 import { resolveConfig } from '../src/config.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
-import { loadNative } from '../src/native/addon.js';
+import { loadNative } from '../src/native/load.js';
 import { pcm16, wavBytes } from '../test/helpers/wav.js';
 import { comparator } from './comparator.js';
 

@@ -11,7 +11,6 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { InstallError, buildAddon, buildKey, cacheDir, formatDuration, log, relative, replaceFile, requireFromRoot, root, testLoad } from './build-native.mjs';
 import { fetchSources } from './fetch-sources.mjs';
 import { ensureSystemDeps } from './system-deps.mjs';
@@ -31,15 +30,14 @@ function readLocalBuildKey() {
 }
 
 /**
- * Step 0: whether the server's own loader (dist/src/native/addon.js) takes the platform package, asked in a child
- * process (a binary that crashes on load must not take the installer down). A clone before its first build has no
- * loader yet: it builds from source.
+ * Step 0: whether the server's own loader takes the platform package, test-loaded in a child process
+ * (dist/src/native/test-load.js: a binary that crashes on load must not take the installer down). A clone before its
+ * first build has no loader yet: it builds from source.
  */
 function platformPackageLoads() {
-  const loader = path.join(root, 'dist', 'src', 'native', 'addon.js');
-  if (!fs.existsSync(loader)) return false;
-  const ask = `import(${JSON.stringify(pathToFileURL(loader).href)}).then((m) => { let o; try { o = m.nativeOrigin(); } catch (e) { o = { kind: 'none', summary: e.message, passedOver: e.passedOver ?? null }; } console.log(JSON.stringify(o)); })`;
-  const run = spawnSync(process.execPath, ['-e', ask], { encoding: 'utf8', env: { ...process.env, VOXD_ADDON: '' } });
+  const testLoader = path.join(root, 'dist', 'src', 'native', 'test-load.js');
+  if (!fs.existsSync(testLoader)) return false;
+  const run = spawnSync(process.execPath, [testLoader], { encoding: 'utf8', env: { ...process.env, VOXD_ADDON: '' } });
   /** @type {{ kind?: string, summary?: string, passedOver?: string | null }} */
   let origin = {};
   try {

@@ -56,7 +56,7 @@ function run(cmd, argv, options = {}) {
 
 /** The platform package's name on this machine, as the server's loader computes it (it needs `npm run build:ts`). */
 async function platformName() {
-  const loader = path.join(root, 'dist', 'src', 'native', 'addon.js');
+  const loader = path.join(root, 'dist', 'src', 'native', 'load.js');
   if (!fs.existsSync(loader)) throw new InstallError('dist/ is missing: run `npm run build:ts` first.');
   return (await import(pathToFileURL(loader).href)).platformPackageName();
 }
@@ -108,7 +108,7 @@ async function assemblePlatformPackage(prebuild) {
     cpu: [arch],
     ...(libc ? { libc: [libc === 'gnu' ? 'glibc' : libc] } : {}),
     files: ['voxd.node', 'pocketsphinx', 'licences', 'LICENSES.md'],
-    // read by src/native/addon.ts
+    // read by src/native/load.ts
     voxd: {
       cpu: x64 ? 'x86-64-v3' : arch,
       requiresCpuFlags: x64 ? X64_V3_FLAGS : [],

@@ -139,7 +139,7 @@ export const SYSTEM_DEPS = [
 /**
  * What `npm test` needs beyond the build, each for the test files whose names match `tests`: the browser its
  * web-interface tests drive (test/server/ui.test.ts), and nginx, which checks deploy/nginx/voxd.conf
- * (test/unit/deploy.test.ts) and balances real instances (test/server/scale-out.test.ts).
+ * (test/server/deploy.test.ts) and balances real instances (test/server/scale-out.test.ts).
  * @type {(SystemDep & { tests: RegExp })[]}
  */
 export const TEST_DEPS = [

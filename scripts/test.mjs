@@ -27,9 +27,10 @@ if (probe.status !== 0) {
   process.exit(1);
 }
 
-// the suites by what they need: unit (no model, no server: the fast loop), engines (models, no server), server
-// (real servers on loopback ports). `npm test -- unit` or `npm test -- speech` runs the files whose path names it;
-// the C++ tests of the engine library run first, with no filter or with `npm test -- native`
+// the suites by what they need (docs/building.md): unit (no model loaded, no voxd server, nginx or browser: the fast
+// loop), engines (models, no server), server (real servers on loopback ports). `npm test -- unit` or
+// `npm test -- speech` runs the files whose path names it; the C++ tests of the engine library run first, with no
+// filter or with `npm test -- native`
 const SUITE_DIRS = ['unit', 'engines', 'server'];
 const TEST_TIMEOUT_MS = 300_000;
 const testDir = path.join(root, 'dist', 'test');

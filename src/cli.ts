@@ -19,7 +19,7 @@ import {
   type Setting,
 } from './config.js';
 import { createLogger, closeLogger, type Logger } from './logger.js';
-import { loadNative, NativeLoadError } from './native/addon.js';
+import { loadNative, NativeLoadError } from './native/load.js';
 import { startServer } from './server.js';
 import { startUiServer } from './ui/server.js';
 

@@ -48,11 +48,6 @@ const REQUEST_FIELDS = {
 
 export type EngineInput = keyof typeof REQUEST_FIELDS;
 
-/** The request field that carries an engine input (for messages that name it). */
-export function requestFieldOf(input: EngineInput): string {
-  return REQUEST_FIELDS[input];
-}
-
 export interface ApiErrorOptions {
   /** The request field at fault, for the protocol and service layers, which know the request. */
   param?: string;

@@ -10,7 +10,8 @@
  */
 import { availableParallelism } from 'node:os';
 import { ApiError, unavailableModelError, unloadedModelError } from '../errors.js';
-import { loadNative, type NativeFliteModel } from '../native/addon.js';
+import type { NativeFliteModel } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
 import type { SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 

@@ -20,8 +20,9 @@
  */
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError, apiErrorFromNative, requestFieldOf, unloadedModelError } from '../errors.js';
-import { loadNative, type NativeTtsGgmlModel, type NativeTtsGgmlRequest } from '../native/addon.js';
+import { ApiError, apiErrorFromNative, unloadedModelError } from '../errors.js';
+import type { NativeTtsGgmlModel, NativeTtsGgmlRequest } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
 
@@ -314,13 +315,13 @@ class GgmlTtsModel implements TtsModel {
     }
     let reference: Float32Array | null = null;
     if (request.reference) {
-      const field = requestFieldOf('synthesis.reference');
+      // worded by the engine's own names: `input` makes the error's param the request field that carried the clip
       if (request.reference.samples.length === 0) {
-        throw new ApiError('invalid_audio', `${field} is empty: the reference clip has no samples`, { input: 'synthesis.reference' });
+        throw new ApiError('invalid_audio', 'the reference clip has no samples', { input: 'synthesis.reference' });
       }
       if (request.reference.samples.length < MIN_REFERENCE_SECONDS * this.sampleRate) {
         const seconds = (request.reference.samples.length / this.sampleRate).toFixed(2);
-        throw new ApiError('invalid_audio', `${field} is ${seconds} s long; a voice needs at least ${MIN_REFERENCE_SECONDS} s`, {
+        throw new ApiError('invalid_audio', `the reference clip is ${seconds} s long; a voice needs at least ${MIN_REFERENCE_SECONDS} s`, {
           input: 'synthesis.reference',
         });
       }

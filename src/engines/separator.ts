@@ -5,7 +5,8 @@
  * minus `percussive` and `voice`, so the pairs sum to the input.
  */
 import { availableParallelism } from 'node:os';
-import { loadNative, type NativeSeparationMethod } from '../native/addon.js';
+import type { NativeSeparationMethod } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { abortFlagFor } from '../native/abort.js';
 import type { PcmAudio, SeparationTarget, SeparatorModel } from './types.js';
 

@@ -7,7 +7,8 @@ import { access } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { abortFlagFor } from '../native/abort.js';
-import { loadNative, type NativeVadModel, type NativeVadStream } from '../native/addon.js';
+import type { NativeVadModel, NativeVadStream } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { readFileHead } from './file-head.js';
 import type { Engine, ResolvedModel, SpeechSegment, VadModel, VadParams, VadStream } from './types.js';
 

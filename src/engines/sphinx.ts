@@ -11,14 +11,8 @@
  */
 import path from 'node:path';
 import { unavailableModelError, unloadedModelError } from '../errors.js';
-import {
-  loadNative,
-  nativeOrigin,
-  type NativeSphinxLoadOptions,
-  type NativeSphinxModel,
-  type NativeSphinxPoolStats,
-  type NativeSphinxSegment,
-} from '../native/addon.js';
+import type { NativeSphinxLoadOptions, NativeSphinxModel, NativeSphinxPoolStats, NativeSphinxSegment } from '../native/addon.js';
+import { loadNative, nativeOrigin } from '../native/load.js';
 import { abortFlagFor } from '../native/abort.js';
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscribeOptions, TranscriptionResult, TranscriptionSegment } from './types.js';
 import { compressionRatio } from './whisper.js';

@@ -6,7 +6,8 @@
  */
 import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
-import { loadNative, type NativeWhisperInfo, type NativeWhisperModel, type NativeWhisperParams, type NativeWhisperSegment } from '../native/addon.js';
+import type { NativeWhisperInfo, NativeWhisperModel, NativeWhisperParams, NativeWhisperSegment } from '../native/addon.js';
+import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
 import { readFileHead } from './file-head.js';
 import { withCallbackAbort } from '../native/abort.js';

@@ -1,4 +1,5 @@
-import { loadNative, type NativeAbortFlag } from './addon.js';
+import type { NativeAbortFlag } from './addon.js';
+import { loadNative } from './load.js';
 
 /** A native abort flag that follows an AbortSignal, so native work stops when the client goes away. */
 export function abortFlagFor(signal: AbortSignal | undefined): NativeAbortFlag | undefined {

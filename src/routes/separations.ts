@@ -4,7 +4,6 @@
  * (input − target) as base64 32-bit float WAVs at the input's rate and channels, so they add up to the input.
  */
 import { z } from 'zod';
-import { SEPARATOR_MODEL_ID } from '../engines/separator.js';
 import { base64Text } from '../http/reply.js';
 import type { HttpServer } from '../http/server.js';
 import { floatWavPieces } from '../services/audio/wav.js';
@@ -13,7 +12,8 @@ import { readAudioForm } from './audio-form.js';
 import type { RouteContext } from './context.js';
 
 const fieldsSchema = z.object({
-  model: z.string().trim().min(1).default(SEPARATOR_MODEL_ID),
+  // absent: the service's default, the built-in separator
+  model: z.string().trim().min(1).optional(),
   description: z.string().trim().min(1),
 });
 

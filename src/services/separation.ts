@@ -4,6 +4,7 @@
  * rate and channels, and the separator runs as a scheduler job. The residual is left to the caller to derive as
  * input − target, sample by sample, so the two add up to the input exactly.
  */
+import { SEPARATOR_MODEL_ID } from '../engines/separator.js';
 import type { PcmAudio, SeparatorModel } from '../engines/types.js';
 import { ApiError } from '../errors.js';
 import { decodeAudioChannels } from './audio/decode.js';
@@ -12,7 +13,8 @@ import type { ModelRegistry } from './registry.js';
 import type { Scheduler } from './scheduler.js';
 
 export interface SeparationRequest {
-  model: string;
+  /** Absent: the built-in separator. */
+  model?: string;
   /** The uploaded file, in any format the decoder reads; it holds the decoded audio's share of the upload budget. */
   file: Upload;
   /** Free text naming the sound to extract. */
@@ -36,7 +38,7 @@ export interface SeparationServiceOptions {
 export class SeparationService {
   constructor(private readonly options: SeparationServiceOptions) {}
 
-  async separate({ model: modelId, file, description, signal }: SeparationRequest): Promise<SeparatedAudio> {
+  async separate({ model: modelId = SEPARATOR_MODEL_ID, file, description, signal }: SeparationRequest): Promise<SeparatedAudio> {
     using lease = await this.options.registry.acquire<SeparatorModel>(modelId, 'separation', signal);
     const model = lease.model;
     const target = model.match(description);

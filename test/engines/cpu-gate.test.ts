@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { loadNative, type NativeTtsGgmlModel, type NativeWhisperModel, type NativeWhisperParams } from '../../src/native/addon.js';
+import type { NativeTtsGgmlModel, NativeWhisperModel, NativeWhisperParams } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
 import { makeTiny } from '../helpers/ggml-tts.js';
 import { JFK_WAV } from '../helpers/paths.js';
 import { readWavMono } from '../helpers/wav.js';

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { whisperEngine } from '../../src/engines/whisper.js';
-import { loadNative, type NativeWhisperParams, type NativeWhisperResult } from '../../src/native/addon.js';
+import type { NativeWhisperParams, NativeWhisperResult } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
 import { planTranscription } from '../../src/services/stt/transcriber.js';
 import type { SttModel, TranscriptionResult, TranscriptionSegment } from '../../src/engines/types.js';
 import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
@@ -278,11 +279,22 @@ describe('whisper engine', () => {
   });
 
   it('takes a prompt of any length (its tail conditions the windows)', async () => {
-    // one 64 KiB "word": the prompt's tokenizer must not recurse per character
-    const result = await tiny.transcribe(jfk.subarray(0, 3 * 16000), { language: 'en', prompt: 'a'.repeat(65536), fallback: false });
-    assert.ok(Array.isArray(result.segments));
-    const spaced = await tiny.transcribe(jfk.subarray(0, 3 * 16000), { language: 'en', prompt: 'ask not '.repeat(8192), fallback: false });
-    assert.ok(Array.isArray(spaced.segments));
+    const clip = jfk.subarray(0, 3 * 16000);
+    const transcribe = (prompt: string | null) => tiny.transcribe(clip, { language: 'en', prompt, fallback: false });
+    const tokensOf = (result: TranscriptionResult) => result.segments.map((s) => s.tokens);
+    const unprompted = tokensOf(await transcribe(null));
+    // only the last n_text_ctx / 2 tokens of a prompt condition a window: 70 KB of words before a tail of 600 tokens
+    // give the tail's transcript, token for token, and the tail does change it
+    const tail = 'ask not '.repeat(300);
+    const long = await transcribe('what your country can do for you. '.repeat(2000) + tail);
+    assertSaneSegments(long, 3);
+    assert.deepEqual(tokensOf(long), tokensOf(await transcribe(tail)));
+    assert.notDeepEqual(tokensOf(long), unprompted, 'the prompt conditions the window');
+    // one 64 KiB "word": the prompt's tokenizer must not recurse per character, and a word longer than the tail the
+    // engine tokenizes is dropped whole
+    const oneWord = await transcribe('a'.repeat(65536));
+    assertSaneSegments(oneWord, 3);
+    assert.deepEqual(tokensOf(oneWord), unprompted);
   });
 
   it('returns no segments for empty audio', async () => {

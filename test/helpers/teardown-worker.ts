@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
-import { loadNative } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
 import { SHARED, SILERO_V6 } from './paths.js';
 
 export type TeardownMode = 'codec' | 'vad' | 'flite' | 'sphinx' | 'tts';

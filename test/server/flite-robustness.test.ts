@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { loadFliteModel, MAX_FLITE_TOKEN, normaliseFliteText } from '../../src/engines/flite.js';
-import { loadNative, type NativeFliteModel } from '../../src/native/addon.js';
+import type { NativeFliteModel } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
 import { FliteChild, stopMs, judge, type FliteInput } from '../fuzz/flite-text.js';
 import { jsonFormat, readCrashers } from '../fuzz/target.js';
 import { startTestServer } from '../helpers/server.js';

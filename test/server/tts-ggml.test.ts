@@ -16,7 +16,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type OpenAI from 'openai';
 import { ConfigError, resolveConfig } from '../../src/config.js';
 import { ggmlTtsEngine, readGgufArchitecture } from '../../src/engines/ggml-tts.js';
-import { loadNative, type NativeTtsGgmlRequest } from '../../src/native/addon.js';
+import type { NativeTtsGgmlRequest } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
 import { decodeAudio } from '../../src/services/audio/decode.js';
 import { HubDouble } from '../helpers/hub-double.js';
 import { nativeRejection } from '../helpers/native.js';
@@ -349,13 +350,18 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
       await expectEnvelope(await post(server.base, { ...base, voice: 'nobody' }), 400, 'invalid_request', 'voice');
       await expectEnvelope(await post(server.base, { ...base, seed: -1 }), 400, 'invalid_request');
       const empty = `data:audio/wav;base64,${wavBytes(new Float32Array(0), RATE).toString('base64')}`;
-      const response = await post(server.base, { ...base, ref_audio: empty });
-      assert.equal(response.status, 400);
-      const { error } = (await response.json()) as { error: { param: string; message: string } };
-      assert.equal(error.param, 'ref_audio', error.message);
+      const refusal = async (refAudio: string): Promise<[string, string]> => {
+        const response = await post(server.base, { ...base, ref_audio: refAudio });
+        assert.equal(response.status, 400);
+        const { error } = (await response.json()) as { error: { param: string; message: string } };
+        return [error.param, error.message];
+      };
+      // the speech service, which knows the request, names its field; the engine names the clip in its own words
+      // and the param names the field (docs/architecture.md "Errors")
+      assert.deepEqual(await refusal(empty), ['ref_audio', 'ref_audio: no audio samples could be decoded']);
       // a clip of a few dozen milliseconds would abort libmtmd's encoders: refused before
       const blip = `data:audio/wav;base64,${wavBytes(new Float32Array(RATE / 20).fill(0.1), RATE).toString('base64')}`;
-      await expectEnvelope(await post(server.base, { ...base, ref_audio: blip }), 400, 'invalid_audio', 'ref_audio');
+      assert.deepEqual(await refusal(blip), ['ref_audio', 'the reference clip is 0.05 s long; a voice needs at least 0.5 s']);
       // temperature is the generator's noise scale
       const noisy = await pcmOf(server.base, { ...base, seed: 3, temperature: 1.2 });
       assert.ok(!noisy.equals(await pcmOf(server.base, { ...base, seed: 3, temperature: 0.1 })));

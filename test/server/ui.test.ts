@@ -24,6 +24,8 @@ const DRUMS = path.join(SHARED, 'audio', 'music', 'loop_amen.flac');
 const SPEECH = path.join(SHARED, 'audio', 'speech', 'librivox-0920.wav');
 const SPOKEN_WORDS = /amiable|respectable/i;
 const WAIT_MS = 30_000;
+/** The microphone meter's value (RMS, percent of full scale) that SPEECH's words reach (5 to 15) and its pauses (0 to 1) do not. */
+const SPEECH_LEVEL = 5;
 
 /** Chromium from the system (scripts/system-deps.mjs installs Debian's package for `npm test`). */
 function chromiumPath(): string {
@@ -284,8 +286,16 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
       sockets.some((url) => url.startsWith(`${served.api.replace('http', 'ws')}/v1/realtime`)),
       sockets.join(' '),
     );
-    const level = Number(await page.getByRole('meter', { name: 'Microphone level' }).getAttribute('aria-valuenow'));
-    assert.ok(level >= 0);
+    // the meter follows the microphone: the clip's speech lifts its value and its bar (a meter fed nothing stays at 0)
+    await page.waitForFunction(
+      (least) => {
+        const meter = document.querySelector('[role="meter"][aria-label="Microphone level"]');
+        const bar = meter?.querySelector<HTMLElement>('.level-bar');
+        return Number(meter?.getAttribute('aria-valuenow')) >= least && parseFloat(bar?.style.width ?? '') > 0;
+      },
+      SPEECH_LEVEL,
+      { timeout: WAIT_MS },
+    );
     await screenshots(page, 'live');
 
     // the session goes on behind another view, and its tab says so
@@ -296,6 +306,8 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: /Stop/ }).click();
     await page.getByRole('button', { name: /Start live transcription/ }).waitFor({ timeout: WAIT_MS });
     assert.doesNotMatch((await liveTab.textContent()) ?? '', /running/);
+    const meter = page.getByRole('meter', { name: 'Microphone level', includeHidden: true });
+    assert.equal(await meter.getAttribute('aria-valuenow'), '0', 'a stopped microphone reads 0');
   });
 
   it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type NativeError } from '../../src/native/addon.js';
+import type { NativeError } from '../../src/native/addon.js';
 import { pcm16ToFloat, StreamResampler } from '../../src/services/audio/resample.js';
 import { concatSamples } from '../../src/services/audio/samples.js';
 import { JFK_WAV } from '../helpers/paths.js';
@@ -224,27 +224,6 @@ describe('StreamResampler', () => {
         () => r.process(bad as unknown as Float32Array),
         (e: NativeError) => e.code === 'invalid_argument' && /Float32Array or an Int16Array/.test(e.message),
       );
-    }
-  });
-
-  // a figure for the record, not a timed assertion (speed targets live in bench/)
-  it('prints its throughput on 100 ms chunks', () => {
-    const pairs: [number, number][] = [
-      [24000, 16000],
-      [24000, 24000],
-      [44100, 16000],
-      [16000, 24000],
-    ];
-    for (const [inRate, outRate] of pairs) {
-      const input = sine(440, inRate, 20);
-      const chunk = inRate / 10;
-      const r = new StreamResampler(inRate, outRate);
-      const start = process.hrtime.bigint();
-      for (let at = 0; at < input.length; at += chunk) r.process(input.subarray(at, at + chunk));
-      r.flush();
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const speed = 20 / seconds;
-      console.log(`# ${inRate} -> ${outRate} Hz: ${Math.round(speed)} s of audio per second (${((seconds / 200) * 1e6).toFixed(1)} µs per 100 ms chunk)`);
     }
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Which addon voxd loads (docs/install.md): an installed layout in a temporary directory — voxd's loader, a source
  * build, and a platform package in node_modules whose addon is this machine's build — and a child process per case
- * asks the loader what it took and why. The install script's step 0 is asked the same way.
+ * test-loads it (src/native/test-load.ts) and says what the loader took and why. The install script's step 0 runs
+ * the same test load.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -9,8 +10,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { pathToFileURL } from 'node:url';
-import { platformPackageName, type NativeOrigin } from '../../src/native/addon.js';
+import { platformPackageName, type NativeOrigin } from '../../src/native/load.js';
+import type { TestLoadOutcome } from '../../src/native/test-load.js';
 import { ROOT } from '../helpers/paths.js';
 
 const BUILT = path.join(ROOT, 'build', 'Release', 'voxd.node');
@@ -45,19 +46,16 @@ describe('the native addon loader', { skip }, () => {
     fs.symlinkSync(BUILT, file);
   }
 
-  /** What the loader of the installed layout takes, asked in a child process with `env`. */
+  /** What the loader of the installed layout takes, test-loaded in a child process with `env`. */
   function origin(env: NodeJS.ProcessEnv = {}): NativeOrigin {
-    const loader = pathToFileURL(path.join(dir, 'dist', 'src', 'native', 'addon.js')).href;
-    const run = spawnSync(
-      process.execPath,
-      ['--input-type=module', '-e', `console.log(JSON.stringify((await import(${JSON.stringify(loader)})).nativeOrigin()))`],
-      {
-        encoding: 'utf8',
-        env: { ...process.env, VOXD_ADDON: '', VOXD_BUILD_FROM_SOURCE: '', ...env },
-      },
-    );
+    const run = spawnSync(process.execPath, [path.join(dir, 'dist', 'src', 'native', 'test-load.js')], {
+      encoding: 'utf8',
+      env: { ...process.env, VOXD_ADDON: '', VOXD_BUILD_FROM_SOURCE: '', ...env },
+    });
     assert.equal(run.status, 0, run.stderr);
-    return JSON.parse(run.stdout) as NativeOrigin;
+    const outcome = JSON.parse(run.stdout) as TestLoadOutcome;
+    assert.notEqual(outcome.kind, 'none', outcome.summary);
+    return outcome as NativeOrigin;
   }
 
   /** scripts/install.mjs of the layout, with a PATH that holds node and nothing else (no compiler, no cmake). */
@@ -73,7 +71,7 @@ describe('the native addon loader', { skip }, () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-loader-'));
     for (const file of [
       'package.json',
-      'dist/src/native/addon.js',
+      ...['load', 'test-load'].map((m) => `dist/src/native/${m}.js`),
       ...['install', 'build-native', 'fetch-sources', 'sources', 'system-deps'].map((s) => `scripts/${s}.mjs`),
     ]) {
       fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });

@@ -8,7 +8,8 @@
 import type { PcmAudio } from '../../engines/types.js';
 import { apiErrorFromNative } from '../../errors.js';
 import { abortFlagFor } from '../../native/abort.js';
-import { loadNative, type NativeDecodeAudioOptions, type NativeDecodedAudio } from '../../native/addon.js';
+import type { NativeDecodeAudioOptions, NativeDecodedAudio } from '../../native/addon.js';
+import { loadNative } from '../../native/load.js';
 
 export type DecodedAudio = NativeDecodedAudio;
 

@@ -14,7 +14,8 @@
  * | pcm    | PCM s16le              | none (raw)    | audio/pcm    | the input's                                  |
  */
 import { apiErrorFromNative } from '../../errors.js';
-import { loadNative, type NativeAudioEncoder } from '../../native/addon.js';
+import type { NativeAudioEncoder } from '../../native/addon.js';
+import { loadNative } from '../../native/load.js';
 
 export const AUDIO_FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
 export type AudioFormat = (typeof AUDIO_FORMATS)[number];

@@ -8,7 +8,8 @@
  * to about 0.81 of it, at least 90 dB of attenuation beyond about 1.03 of it); about 2 ms of delay. Equal rates
  * are a plain copy.
  */
-import { loadNative, type NativeResampler } from '../../native/addon.js';
+import type { NativeResampler } from '../../native/addon.js';
+import { loadNative } from '../../native/load.js';
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
