@@ -1,7 +1,7 @@
 /**
  * The built-in text-to-speech model `flite`: CMU flite 2.2 with four English voices (slt, kal, awb, rms) at
- * 16 kHz, offline and with nothing to download. The addon opens Debian's libflite1 at run time, so without it only
- * this model fails to load, with a message naming the package.
+ * 16 kHz, offline and with nothing to download. A platform package links flite in; a source build opens Debian's
+ * libflite1 at run time, so without it only this model fails to load, with a message naming the package.
  *
  * `speed` is flite's own rate control (its duration stretch, so the pitch is kept). flite has no sampling, style
  * instructions or voice cloning, as its `capabilities` say: the speech service drops or refuses those fields before
