@@ -13,12 +13,12 @@
 //
 // The pieces: tts-test-model/pockettts.mjs and tts-test-model/qwen3tts.mjs describe each architecture (what the files
 // hold, the sizes and why, how they were checked against llama.cpp), tts-test-model/vocab.mjs the vocabularies,
-// tts-test-model/gguf-parts.mjs the general keys and the deterministic weights, gguf/writer.mjs the GGUF format.
+// tts-test-model/gguf-parts.mjs the general keys and convolutions, test-model-common.mjs the deterministic weights,
+// gguf/writer.mjs the GGUF format.
 import fs from 'node:fs';
 import path from 'node:path';
-import { cachedBuild, checkChoice, checkSeed, parseArgs, runAsCli, testModelsDir, writeAtomically } from './test-model-common.mjs';
+import { cachedBuild, checkChoice, checkSeed, parseArgs, runAsCli, tensorData, testModelsDir, writeAtomically } from './test-model-common.mjs';
 import { writeGguf } from './gguf/writer.mjs';
-import { tensorData } from './tts-test-model/gguf-parts.mjs';
 import { pocketTts } from './tts-test-model/pockettts.mjs';
 import { qwen3Tts } from './tts-test-model/qwen3tts.mjs';
 

@@ -11,11 +11,10 @@
 import { Buffer } from 'node:buffer';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, cachedBuild, checkChoice, checkSeed, halfBits, parseArgs, runAsCli, testModelsDir, weylStream, writeAtomically } from './test-model-common.mjs';
-import { GGML_TYPE_F16, GGML_TYPE_F32, nElements } from './gguf/ggml.mjs';
+import { ROOT, checkChoice, checkSeed, halfBits, runGeneratorCli, singleFileGenerator, testModelsDir, weylStream } from './test-model-common.mjs';
+import { GGML_FILE_MAGIC, GGML_TYPE_F16, GGML_TYPE_F32, nElements, writeGgmlFile } from './gguf/ggml.mjs';
 
 const BASE_DIR = path.join(ROOT, '..', 'shared', 'models', 'whisper-format');
-const GGML_FILE_MAGIC = 0x67676d6c;
 const WEIGHT_STD = 0.02;
 // bumped whenever the output for given options changes, so stale cache entries are not reused
 const FORMAT_VERSION = 1;
@@ -243,21 +242,6 @@ function tensorData(name, ne, type, seed, h) {
   return out;
 }
 
-/**
- * @param {string} name
- * @param {number[]} ne
- * @param {number} type
- */
-function tensorHeader(name, ne, type) {
-  const nameBytes = Buffer.from(name, 'utf8');
-  const head = Buffer.alloc(12 + 4 * ne.length);
-  head.writeInt32LE(ne.length, 0);
-  head.writeInt32LE(nameBytes.length, 4);
-  head.writeInt32LE(type, 8);
-  ne.forEach((dim, i) => head.writeInt32LE(dim, 12 + 4 * i));
-  return Buffer.concat([head, nameBytes]);
-}
-
 /** @param {WhisperOptions} [options] */
 function normaliseOptions({ size = 'tiny', en = false, seed = 1 } = {}) {
   checkChoice('size', size, SIZES);
@@ -297,48 +281,31 @@ async function writeModel(file, { size, en, seed }) {
   [h.nVocab, h.nAudioCtx, h.nAudioState, h.nAudioHead, h.nAudioLayer, h.nTextCtx, h.nTextState, h.nTextHead, h.nTextLayer, h.nMels, h.ftype].forEach((v, i) =>
     header.writeInt32LE(v, 4 + 4 * i),
   );
-
-  const handle = await fs.promises.open(file, 'w');
-  try {
-    await handle.write(header);
-    await handle.write(base.filtersAndVocab);
-    for (const [name, ne, type] of tensorList(h)) {
-      const data = tensorData(name, ne, type, seed, h);
-      await handle.write(tensorHeader(name, ne, type));
-      await handle.write(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)); // little-endian hosts only
-    }
-  } finally {
-    await handle.close();
-  }
+  await writeGgmlFile(
+    file,
+    Buffer.concat([header, base.filtersAndVocab]),
+    tensorList(h).map(([name, ne, type]) => ({ name, ne, type })),
+    ({ name, ne, type }) => tensorData(name, ne, type, seed, h),
+  );
 }
+
+const generator = singleFileGenerator(normaliseOptions, whisperTestModelPath, writeModel);
 
 /**
- * Writes a model to `out` (atomically: a temporary file renamed into place).
- * @param {string} out
- * @param {WhisperOptions} [options]
+ * Writes a model to `out` (atomically: a temporary file renamed into place); resolves to `out`.
+ * @type {(out: string, options?: WhisperOptions) => Promise<string>}
  */
-export async function writeWhisperTestModel(out, options = {}) {
-  const normalised = normaliseOptions(options);
-  await writeAtomically(out, (tmp) => writeModel(tmp, normalised));
-  return out;
-}
+export const writeWhisperTestModel = generator.write;
 
 /**
  * A cached random-weight model for these options (generated on first use); resolves to its path.
- * @param {WhisperOptions} [options]
+ * @type {(options?: WhisperOptions) => Promise<string>}
  */
-export async function makeWhisperTestModel(options = {}) {
-  const out = whisperTestModelPath(options);
-  const normalised = normaliseOptions(options);
-  await cachedBuild(
-    out,
-    () => fs.existsSync(out),
-    (tmp) => writeModel(tmp, normalised),
-  );
-  return out;
-}
+export const makeWhisperTestModel = generator.make;
 
-await runAsCli(import.meta.url, 'make-whisper-test-model', async (args) => {
-  const { options, out } = parseArgs(args, { '--size': ['size', 'string'], '--en': ['en', 'flag'], '--seed': ['seed', 'number'] });
-  console.log(out ? await writeWhisperTestModel(path.resolve(out), options) : await makeWhisperTestModel(options));
-});
+await runGeneratorCli(
+  import.meta.url,
+  'make-whisper-test-model',
+  { '--size': ['size', 'string'], '--en': ['en', 'flag'], '--seed': ['seed', 'number'] },
+  generator,
+);

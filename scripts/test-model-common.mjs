@@ -1,11 +1,13 @@
-// What the random-weight test-model writers (make-whisper-test-model.mjs, make-tts-test-model.mjs) share: the
-// cache location and its build-then-rename discipline, option checks and the CLI, and the numeric pieces whose
-// exact bits both formats depend on (ggml's tensor types and sizes are in gguf/ggml.mjs). Anything here that
-// touches a value written to a model (halfBits, weylStream) fixes those models' bytes: change it only together with
-// both scripts' FORMAT_VERSION.
+// What the random-weight test-model writers (make-whisper-test-model.mjs, make-tts-test-model.mjs,
+// make-parakeet-test-model.mjs) share: the cache location and its build-then-rename discipline, option checks and
+// the CLI, the numeric pieces whose exact bits the formats depend on (ggml's tensor types and sizes are in
+// gguf/ggml.mjs), and tensors described by how they are filled, with their deterministic weights. Anything here
+// that touches a value written to a model (halfBits, weylStream, tensorData) fixes those models' bytes: change it
+// only together with the FORMAT_VERSION of every script that uses it.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { GGML_TYPE_F16, GGML_TYPE_F32, nElements } from './gguf/ggml.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -52,6 +54,42 @@ export async function cachedBuild(target, isComplete, build) {
   } catch (error) {
     if (!isComplete()) throw error;
   }
+}
+
+// ---- generators of single-file models (make-whisper-test-model.mjs, make-parakeet-test-model.mjs) ----
+
+/**
+ * A generator's `write(out, options)`, which writes a model to `out` (atomically: a temporary file renamed into
+ * place) and resolves to `out`, and `make(options)`, which resolves to the cached model for these options, written
+ * on first use.
+ * @template O, N
+ * @param {(options?: O) => N} normalise checks the options and fills in the defaults
+ * @param {(options?: O) => string} cachePath
+ * @param {(file: string, options: N) => Promise<void>} writeModel writes a model (not atomically)
+ */
+export function singleFileGenerator(normalise, cachePath, writeModel) {
+  return {
+    /**
+     * @param {string} out
+     * @param {O} [options]
+     */
+    async write(out, options) {
+      const normalised = normalise(options);
+      await writeAtomically(out, (tmp) => writeModel(tmp, normalised));
+      return out;
+    },
+    /** @param {O} [options] */
+    async make(options) {
+      const out = cachePath(options);
+      const normalised = normalise(options);
+      await cachedBuild(
+        out,
+        () => fs.existsSync(out),
+        (tmp) => writeModel(tmp, normalised),
+      );
+      return out;
+    },
+  };
 }
 
 // ---- options and CLI ----
@@ -118,6 +156,21 @@ export async function runAsCli(moduleUrl, name, main) {
   }
 }
 
+/**
+ * Runs a single-file generator as a command (see runAsCli): `--out PATH` writes there, otherwise the cached model's
+ * path is printed (written first if missing).
+ * @param {string} moduleUrl
+ * @param {string} name
+ * @param {Record<string, [name: string, kind: 'string' | 'number' | 'flag']>} spec the generator's options (parseArgs)
+ * @param {{ write(out: string, options: Record<string, string | number | boolean>): Promise<string>, make(options: Record<string, string | number | boolean>): Promise<string> }} generator
+ */
+export async function runGeneratorCli(moduleUrl, name, spec, generator) {
+  await runAsCli(moduleUrl, name, async (args) => {
+    const { options, out } = parseArgs(args, spec);
+    console.log(out ? await generator.write(path.resolve(out), options) : await generator.make(options));
+  });
+}
+
 // ---- numbers ----
 
 /**
@@ -165,4 +218,96 @@ export function halfBits(value) {
   const rest = mantissa & 0x1fff;
   if (rest > 0x1000 || (rest === 0x1000 && half & 1)) half += 1; // a carry into the exponent is still correct
   return sign | half;
+}
+
+// ---- tensors and their weights (make-tts-test-model.mjs, make-parakeet-test-model.mjs) ----
+
+/**
+ * 32-bit string hash (multiply-xorshift per character, then a finalizer).
+ * @param {string} text
+ */
+function hashString(text) {
+  let h = 0x2545f491;
+  for (let i = 0; i < text.length; i++) {
+    h = Math.imul(h ^ text.charCodeAt(i), 0x9e3779b1);
+    h ^= h >>> 13;
+  }
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * A 32-bit mixing function (xorshift-multiply, "lowbias32").
+ * @param {number} z
+ */
+function lowbias32(z) {
+  z = Math.imul(z ^ (z >>> 16), 0x7feb352d);
+  z = Math.imul(z ^ (z >>> 15), 0x846ca68b);
+  return (z ^ (z >>> 16)) >>> 0;
+}
+
+/**
+ * Counter-based generator: a Weyl sequence through a 32-bit mixing function; one stream per tensor.
+ * @param {number} seed
+ */
+function randomStream(seed) {
+  return weylStream(seed, 0x6a09e667, lowbias32);
+}
+
+// Approximately normal numbers as the centred sum of four 16-bit uniforms (two draws), scaled to unit variance:
+// integer arithmetic only, so the bytes do not depend on the platform's Math library, and bounded by 3.46.
+const IRWIN_HALL_SCALE = Math.sqrt(3) / 65536;
+/** @param {number} seed */
+function normalStream(seed) {
+  const next = randomStream(seed);
+  return () => {
+    const a = next();
+    const b = next();
+    return ((a & 0xffff) + (a >>> 16) + (b & 0xffff) + (b >>> 16) - 2 * 65535) * IRWIN_HALL_SCALE;
+  };
+}
+
+/** @typedef {{ std: number, mean?: number } | { fill: number } | { values: (i: number) => number }} TensorInit */
+/** @typedef {{ name: string, ne: number[], type: number, init: TensorInit }} Tensor */
+
+/**
+ * A tensor: name, ne (ggml order: innermost dimension first), type, and how to fill it:
+ * { std, mean? } normal values, { fill } a constant, { values: (i) => number } computed per element.
+ * @param {string} name
+ * @param {number[]} ne
+ * @param {TensorInit} init
+ * @param {number} [type]
+ * @returns {Tensor}
+ */
+export function tensor(name, ne, init, type = ne.length > 1 ? GGML_TYPE_F16 : GGML_TYPE_F32) {
+  return { name, ne, type, init };
+}
+export const gain = (value = 1) => ({ fill: value });
+export const zeros = () => ({ fill: 0 });
+/** N(0, scale^2 / fanIn): keeps the activation scale through a random layer. */
+export const fanIn = (/** @type {number} */ n, scale = 1) => ({ std: scale / Math.sqrt(n) });
+
+/**
+ * The tensor's data: f16 bits or f32 values, deterministic for (name, seed) and whatever else the file holds.
+ * @param {Tensor} t
+ * @param {number} seed
+ */
+export function tensorData(t, seed) {
+  const n = nElements(t.ne);
+  const out = t.type === GGML_TYPE_F16 ? new Uint16Array(n) : new Float32Array(n);
+  /** @type {(i: number, v: number) => number} */
+  const put = t.type === GGML_TYPE_F16 ? (i, v) => (out[i] = halfBits(v)) : (i, v) => (out[i] = v);
+  const { init } = t;
+  if ('fill' in init) {
+    for (let i = 0; i < n; i++) put(i, init.fill);
+  } else if ('values' in init) {
+    for (let i = 0; i < n; i++) put(i, init.values(i));
+  } else {
+    const next = normalStream(hashString(t.name) ^ Math.imul(seed, 0x27d4eb2f));
+    // no mean: the bare product, so the models written before `mean` existed keep their bytes
+    if (init.mean === undefined) for (let i = 0; i < n; i++) put(i, init.std * next());
+    else for (let i = 0; i < n; i++) put(i, init.mean + init.std * next());
+  }
+  return out;
 }

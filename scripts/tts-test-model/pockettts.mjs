@@ -36,11 +36,12 @@
 //   tiny       80 frames (6.4 s) in 0.91 s, 88 frames/s; RMS 0.16, peak 0.78, nothing clipped, all finite
 //   realistic  71 frames (5.7 s) in 2.76 s, 26 frames/s (1.9x real time, 0.9 GB resident); RMS 0.15, peak 0.64
 // The same seed gives the same WAV byte for byte; without --tts-speaker-file it differs (no voice rows).
-import { conv, fanIn, gain, generalKeys, tensor, zeros } from './gguf-parts.mjs';
+import { fanIn, gain, tensor, zeros } from '../test-model-common.mjs';
+import { conv, generalKeys } from './gguf-parts.mjs';
 import { kv } from '../gguf/writer.mjs';
 import { sentencePieces, TOKEN_CONTROL } from './vocab.mjs';
 
-/** @typedef {import('./gguf-parts.mjs').Tensor} Tensor */
+/** @typedef {import('../test-model-common.mjs').Tensor} Tensor */
 
 // tiny: the smallest shapes the graphs accept that still exercise every path (2 heads, 2 layers, 2 flow blocks,
 // 1 mimi layer per side; SEANet filters 8 so the 24 kHz stages stay cheap). The fixed parts are not shrunk: the

@@ -38,7 +38,8 @@
 // The same seed gives the same WAV byte for byte; with --tts-speaker-file it differs (one x-vector row).
 import { GGML_TYPE_F32 } from '../gguf/ggml.mjs';
 import { kv } from '../gguf/writer.mjs';
-import { conv, fanIn, gain, generalKeys, tensor, zeros } from './gguf-parts.mjs';
+import { fanIn, gain, tensor, zeros } from '../test-model-common.mjs';
+import { conv, generalKeys } from './gguf-parts.mjs';
 import { bpeTokens, TOKEN_CONTROL, TOKEN_NORMAL } from './vocab.mjs';
 
 // tiny: the smallest shapes that still take every path: grouped-query attention in both transformers (2 query

@@ -1,7 +1,8 @@
 // Synthetic vocabularies for the test models: a SentencePiece unigram one (llama.cpp's UGM tokenizer, "t5") for
 // Pocket TTS and a byte-level BPE one (llama.cpp's "gpt2") for Qwen3-TTS, both over the same English words so that
-// ordinary sentences tokenize into whole words. Changing them changes the models' bytes (make-tts-test-model.mjs's
-// FORMAT_VERSION).
+// ordinary sentences tokenize into whole words. make-parakeet-test-model.mjs builds its vocabularies on the
+// SentencePiece one. Changing them changes the models' bytes (make-tts-test-model.mjs's and
+// make-parakeet-test-model.mjs's FORMAT_VERSION).
 
 // llama.cpp's token types (llama_token_type)
 export const TOKEN_NORMAL = 1;
