@@ -15,6 +15,8 @@ const step = (/** @type {string} */ message) => console.log(`[voxd test] ${messa
 const started = Date.now();
 
 step('compiling TypeScript');
+// compiled tests only from today's sources: a test file moved or deleted would otherwise still run from dist/
+fs.rmSync(path.join(root, 'dist', 'test'), { recursive: true, force: true });
 execFileSync(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
 step('building the web interface');
 execFileSync(process.execPath, [path.join(root, 'ui', 'build.mjs')], { stdio: 'inherit' });
