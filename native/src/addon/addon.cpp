@@ -7,7 +7,6 @@
 #include "common/engine-log.h"
 #include "common/system-info.h"
 
-#include <atomic>
 #include <cstdio>
 #include <unistd.h>
 #if defined(__GLIBC__)

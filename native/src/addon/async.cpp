@@ -3,8 +3,6 @@
 #include "common/executor.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 #include <vector>
 
 Napi::Function voxd_abort_flag::define(Napi::Env env) {
@@ -61,12 +59,6 @@ void voxd_export_class(Napi::Env env, Napi::Object exports, const char * name, N
 
 Napi::Function voxd_class(Napi::Env env, const char * name) {
     return env.GetInstanceData<voxd_addon_data>()->class_of(name);
-}
-
-int64_t voxd_file_bytes(const std::string & path) {
-    std::error_code error;
-    const auto size = std::filesystem::file_size(path, error);
-    return error ? 0 : (int64_t) size;
 }
 
 void voxd_env_threads::track(std::weak_ptr<voxd_executor> executor) {

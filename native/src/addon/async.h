@@ -100,9 +100,6 @@ private:
     int64_t m_bytes = 0;
 };
 
-// Size of a file in bytes; 0 when it cannot be read (the memory report is then only smaller).
-int64_t voxd_file_bytes(const std::string & path);
-
 Napi::Error voxd_make_js_error(Napi::Env env, const std::string & code, const std::string & message);
 
 // Runs `work` on a libuv worker thread and settles a Promise: resolves with `to_js(result)` on the main

@@ -307,7 +307,7 @@ Napi::Value voxd_whisper_model_js::load(const Napi::CallbackInfo & info) {
             voxd_track_executor(env, model->batcher().executor());
             Napi::Object obj     = voxd_class(env, "WhisperModel").New({});
             Unwrap(obj)->m_model = model;
-            Unwrap(obj)->m_memory.set(env, voxd_file_bytes(model->path())); // every weight is read into memory
+            Unwrap(obj)->m_memory.set(env, model->weight_bytes());
             return obj;
         });
 }

@@ -49,8 +49,6 @@ bool voxd_is_lossy(voxd_audio_format f) {
     return f == voxd_audio_format::mp3 || f == voxd_audio_format::ogg || f == voxd_audio_format::opus || f == voxd_audio_format::aac;
 }
 
-constexpr int voxd_min_rate       = voxd_encoder::min_rate;
-constexpr int voxd_max_rate       = voxd_encoder::max_rate;
 constexpr int voxd_io_buffer_size = 32 * 1024;
 constexpr int voxd_variable_frame = 4096;  // frame size for codecs that take any (PCM)
 constexpr size_t voxd_input_block = 16384; // input samples converted at a time
@@ -445,8 +443,8 @@ voxd_encoder::voxd_encoder(const voxd_encoder_params & params) : m_impl(std::mak
     impl & s = *m_impl;
     s.params = params;
     s.spec   = &voxd_spec_of(params.format);
-    if (params.sample_rate < voxd_min_rate || params.sample_rate > voxd_max_rate) {
-        throw voxd_error("invalid_argument", "the sample rate must be from " + std::to_string(voxd_min_rate) + " to " + std::to_string(voxd_max_rate) + " Hz");
+    if (params.sample_rate < min_rate || params.sample_rate > max_rate) {
+        throw voxd_error("invalid_argument", "the sample rate must be from " + std::to_string(min_rate) + " to " + std::to_string(max_rate) + " Hz");
     }
     if (params.bitrate != 0 && (params.bitrate < voxd_encoder::min_bitrate || params.bitrate > voxd_encoder::max_bitrate)) {
         throw voxd_error("invalid_argument",

@@ -1,6 +1,7 @@
 #include "stt/whisper-model.h"
 
 #include "common/cpu-gate.h"
+#include "common/file-size.h"
 #include "common/ggml-graph.h"
 
 #include "ggml.h"
@@ -220,6 +221,10 @@ std::vector<std::string> voxd_whisper_model::languages() const {
         out.push_back(whisper_lang_str(id));
     }
     return out;
+}
+
+int64_t voxd_whisper_model::weight_bytes() const {
+    return voxd_file_bytes(m_path);
 }
 
 const char * voxd_whisper_model::size_name() const {

@@ -43,6 +43,7 @@ public:
     using state_ptr   = std::unique_ptr<whisper_state, state_deleter>;
 
     const std::string & path() const { return m_path; }
+    int64_t weight_bytes() const; // the file's size: every weight is read into memory
     bool use_gpu() const { return m_cparams.use_gpu; }
     voxd_whisper_batcher & batcher() const { return *m_batcher; } // every request without word timestamps
 

@@ -2,6 +2,7 @@
 #include "common/cpu-gate.h"
 #include "common/ggml-graph.h"
 #include "common/engine-log.h"
+#include "common/file-size.h"
 
 #include "gguf.h"
 #include "llama.h"
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -175,9 +175,7 @@ std::shared_ptr<voxd_tts_ggml_model> voxd_tts_ggml_model::load(const voxd_tts_gg
     for (int i = opt.sequences - 1; i >= 0; i--) {
         data->free_seq_ids.push_back(i);
     }
-    std::error_code no_size; // the memory report is then only smaller
-    const uintmax_t mmproj_bytes = std::filesystem::file_size(opt.mmproj, no_size);
-    data->weight_bytes           = (int64_t) (llama_model_size(data->model.get()) + data->gen->own_weight_bytes()) + (no_size ? 0 : (int64_t) mmproj_bytes);
+    data->weight_bytes = (int64_t) (llama_model_size(data->model.get()) + data->gen->own_weight_bytes()) + voxd_file_bytes(opt.mmproj);
     return data;
 }
 
