@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InstallError, buildAddon, root } from './build-native.mjs';
+import { fetchSources } from './fetch-sources.mjs';
+import { ensureSystemDeps } from './system-deps.mjs';
 import { VAD_MODEL_FILE, buildVadModel } from './build-vad-model.mjs';
 
 const sanitize = process.argv.includes('--sanitize');
@@ -29,22 +31,21 @@ if (!fs.existsSync(audioDir)) {
   process.exit(1);
 }
 
-let buildDir = path.join(root, 'build');
-if (sanitize) {
-  step('building the engine library and its tests with AddressSanitizer and UndefinedBehaviorSanitizer (build-sanitize)');
+// the build directory `npm install` configured; an install that took the addon from the build cache or a platform
+// package left none, so the tests then configure it (and the sanitizer build its own) with the engine sources
+const buildDir = path.join(root, sanitize ? 'build-sanitize' : 'build');
+if (sanitize || !fs.existsSync(path.join(buildDir, 'CMakeCache.txt'))) {
+  step(`building the engine library and its tests${sanitize ? ' with AddressSanitizer and UndefinedBehaviorSanitizer' : ''} (${path.basename(buildDir)})`);
   try {
-    await buildAddon({ outDir: 'build-sanitize', flags: { cuda: false, portable: false }, target: 'voxd_engine_tests', sanitize: true });
+    ensureSystemDeps();
+    fetchSources();
+    await buildAddon({ outDir: path.basename(buildDir), flags: { cuda: false, portable: false }, target: 'voxd_engine_tests', sanitize });
   } catch (error) {
     if (!(error instanceof InstallError)) throw error;
     console.error(`[voxd test:native] ${error.message}`);
     process.exit(1);
   }
-  buildDir = path.join(root, 'build-sanitize');
 } else {
-  if (!fs.existsSync(path.join(buildDir, 'CMakeCache.txt'))) {
-    console.error('[voxd test:native] no native build directory: run `npm install` (or `npm run build:native`) first');
-    process.exit(1);
-  }
   step('building the engine library tests');
   const jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism();
   const build = spawnSync('cmake', ['--build', buildDir, '--target', 'voxd_engine_tests', '--parallel', String(jobs)], { stdio: 'inherit' });
