@@ -155,6 +155,8 @@ export interface SttModel extends LoadedModel {
     languages: readonly string[] | null;
     /** Long inputs are better cut at the pauses a VAD finds than decoded whole (fixed-window engines). */
     vadChunking: boolean;
+    /** With `vadChunking`: the longest input decoded whole, and the most a chunk holds (default 30 s). */
+    chunkSeconds?: number;
   };
   transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
   /** Live transcription (WS /v1/realtime, /v1/audio/transcriptions/realtime), for engines that stream. */

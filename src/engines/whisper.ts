@@ -4,11 +4,11 @@
  * "Batched Whisper"), so the model admits up to `--stt-max-batch-size` jobs at once and they share every pass over
  * the weights; a request with word timestamps takes whisper.cpp's own decoder on a worker thread instead.
  */
-import { availableParallelism } from 'node:os';
 import { deflateSync } from 'node:zlib';
-import type { NativeWhisperInfo, NativeWhisperModel, NativeWhisperParams, NativeWhisperSegment } from '../native/addon.js';
+import type { NativeWhisperInfo, NativeWhisperModel, NativeWhisperParams, NativeWhisperResult, NativeWhisperSegment } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
+import { withCoreShare } from './core-share.js';
 import { readFileHead } from './file-head.js';
 import { withCallbackAbort } from '../native/abort.js';
 import type {
@@ -21,7 +21,7 @@ import type {
   TranscriptionResult,
   TranscriptionSegment,
 } from './types.js';
-import { WhisperStreamingSession } from './whisper-streaming.js';
+import { RedecodingStreamingSession } from './redecoding-streaming.js';
 
 const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const SAMPLE_RATE = 16000;
@@ -89,16 +89,6 @@ export function compressionRatio(text: string): number {
   return bytes.length === 0 ? 0 : bytes.length / deflateSync(bytes).length;
 }
 
-// whisper.cpp's decodes (word timestamps) running in this process, across models: each gets a share of the cores
-// when it starts (ggml's threads spin at barriers, so oversubscribing the cores costs far more than it gains).
-let running = 0;
-/** Beyond this, whisper.cpp's decoder loses more in synchronisation than extra threads win. */
-const MAX_THREADS = 8;
-
-function threadsForNewJob(): number {
-  return Math.max(1, Math.min(MAX_THREADS, Math.floor(availableParallelism() / running)));
-}
-
 export interface WhisperEngineOptions {
   /** Transcriptions decoded together (--stt-max-batch-size); default 8. */
   maxBatchSize?: number;
@@ -160,30 +150,27 @@ class WhisperSttModel implements SttModel {
 
     const userOnSegment = options.onSegment;
     const onSegment = userOnSegment ? (segment: NativeWhisperSegment, lang: string) => userOnSegment(toSegment(segment, wordTimestamps), lang) : undefined;
-    running += wordTimestamps ? 1 : 0;
-    try {
-      if (wordTimestamps) params.threads = threadsForNewJob(); // whisper.cpp's path; the batcher has its own threads
-      const result = await withCallbackAbort(options.signal, onSegment, (flag, guarded) => native.transcribe(samples, params, guarded, flag));
-      const segments = result.segments.map((segment) => toSegment(segment, wordTimestamps));
-      return {
-        text: segments
-          .map((s) => s.text)
-          .join('')
-          .trim(),
-        language: result.language,
-        duration: samples.length / SAMPLE_RATE,
-        segments,
-      };
-    } finally {
-      running -= wordTimestamps ? 1 : 0;
-    }
+    const run = (withThreads: NativeWhisperParams): Promise<NativeWhisperResult> =>
+      withCallbackAbort(options.signal, onSegment, (flag, guarded) => native.transcribe(samples, withThreads, guarded, flag));
+    // whisper.cpp's path takes a share of the cores; the batcher has its own threads
+    const result = wordTimestamps ? await withCoreShare((threads) => run({ ...params, threads })) : await run(params);
+    const segments = result.segments.map((segment) => toSegment(segment, wordTimestamps));
+    return {
+      text: segments
+        .map((s) => s.text)
+        .join('')
+        .trim(),
+      language: result.language,
+      duration: samples.length / SAMPLE_RATE,
+      segments,
+    };
   }
 
   /** Decodes the turn every `delayMs` (--realtime-transcription-delay-ms) of new audio: the model declares it. */
   readonly declaresDelay = true;
 
   async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
-    return new WhisperStreamingSession(this, options);
+    return new RedecodingStreamingSession(this, options);
   }
 
   async dispose(): Promise<void> {

@@ -227,6 +227,57 @@ export interface NativeWhisperModel {
   timings(): NativeWhisperTimings;
 }
 
+export interface NativeParakeetLoadOptions {
+  /** Run on the GPU when the build has one (default true). */
+  useGpu?: boolean;
+  gpuDevice?: number;
+  /** Decoding states kept for reuse (each holds compute buffers for a 50 s clip); default 2. */
+  maxIdleStates?: number;
+}
+
+export interface NativeParakeetInfo {
+  nVocab: number;
+  /** Mel frames (10 ms) of libparakeet's short path: 5000. */
+  nAudioCtx: number;
+  nAudioState: number;
+  nAudioHead: number;
+  nAudioLayer: number;
+  nMels: number;
+  ftype: number;
+  /** A vocabulary piece holds a letter beyond ASCII: v3's multilingual tokenizer (v2's is English only). */
+  multilingual: boolean;
+  gpu: boolean;
+}
+
+/** One decoded token; times in seconds, punctuation moved onto the end of the word before it. */
+export interface NativeParakeetToken {
+  id: number;
+  /** As it joins the transcript: a word's first piece starts with a space; control pieces are ''. */
+  text: string;
+  start: number;
+  end: number;
+  /** Encoder frame (80 ms) the token was decoded at. */
+  frame: number;
+  /** TDT duration, encoder frames. */
+  duration: number;
+  p: number;
+  /** Log-probability, normalised together with the duration logits (libparakeet's `plog`). */
+  logprob: number;
+  wordStart: boolean;
+}
+
+export interface NativeParakeetModel {
+  info(): NativeParakeetInfo;
+  /**
+   * Transcribes a whole clip of 16 kHz mono audio (greedy TDT), on a worker thread with `threads` threads; calls
+   * overlap, each on its own decoding state, and give the same tokens alone or together. A clip under 20 ms has
+   * no tokens. Rejects with `invalid_argument`, `closed` (after release), `aborted` or `transcription_failed`.
+   */
+  transcribe(samples: Float32Array, params?: { threads?: number; maxTokens?: number }, abort?: NativeAbortFlag): Promise<NativeParakeetToken[]>;
+  /** Drops this object's hold on the weights; transcriptions in flight finish first. Later calls throw `closed`. */
+  release(): void;
+}
+
 /** Model files for pocketsphinx; each defaults to Debian's US English model (package pocketsphinx-en-us). */
 export interface NativeSphinxLoadOptions {
   /** Acoustic model directory (`/usr/share/pocketsphinx/model/en-us/en-us`). */
@@ -515,6 +566,8 @@ export interface NativeAddon {
   VadStream: { readonly frameSamples: number };
   /** Rejects with `model_load_failed` for a missing, truncated or malformed file. */
   WhisperModel: { load(path: string, options?: NativeWhisperLoadOptions): Promise<NativeWhisperModel>; readonly sampleRate: number };
+  /** Rejects with `model_load_failed` for a missing, truncated or malformed file. */
+  ParakeetModel: { load(path: string, options?: NativeParakeetLoadOptions): Promise<NativeParakeetModel>; readonly sampleRate: number };
   /**
    * pocketsphinx 5prealpha, opened at run time: rejects with `engine_unavailable` (naming the Debian packages) when
    * libpocketsphinx.so.3 or the default model is missing, `model_load_failed` for missing or malformed files.

@@ -18,6 +18,7 @@ import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
 import { pcm16, readWavMono } from '../helpers/wav.js';
+import { parakeetTestModel } from '../helpers/parakeet.js';
 import { whisperTestModel } from '../helpers/whisper-models.js';
 
 const CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0870.wav');
@@ -366,38 +367,76 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
   });
 });
 
-describe('WS /v1/realtime with a Whisper model (random weights)', () => {
-  let server: TestServer;
-  let model = '';
-  const cleanups: (() => Promise<void>)[] = [];
-  after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
-  before(async () => {
-    model = await whisperTestModel({ size: 'tiny' });
-    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { realtimeModel: model, realtimeTranscriptionDelayMs: 2000 });
-  });
+for (const [name, makeModel] of [
+  ['Whisper', () => whisperTestModel({ size: 'tiny' })],
+  ['Parakeet', () => parakeetTestModel({ size: 'tiny' })],
+] as const) {
+  describe(`WS /v1/realtime with a ${name} model (random weights)`, () => {
+    let server: TestServer;
+    let model = '';
+    const cleanups: (() => Promise<void>)[] = [];
+    after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+    before(async () => {
+      model = await makeModel();
+      server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { realtimeModel: model, realtimeTranscriptionDelayMs: 2000 });
+    });
 
-  it('streams deltas that add up to each turn transcript, turn after turn, also past the window bound', async () => {
-    const jfk = readWavMono(JFK_WAV).samples;
-    const long = new Float32Array(jfk.length * 3); // 33 s: longer than the live window
-    for (let i = 0; i < 3; i++) long.set(jfk, i * jfk.length);
-    const client = new RawClient(`${server.base.replace('http', 'ws')}/v1/realtime`);
-    try {
-      const created = await client.next('session.created');
-      assert.equal((created.session as { model: string }).model, model, '--realtime-model');
-      client.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } } });
-      await client.next('session.updated');
-      for (const audio of [jfk, long]) {
-        for (const append of appends(audio, 16000)) client.send(append);
-        client.send({ type: 'input_audio_buffer.commit' });
-        const completed = await client.next('conversation.item.input_audio_transcription.completed');
-        const deltas = client.events
-          .filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === completed.item_id)
-          .map((e) => e.delta as string);
-        assert.equal(deltas.join(''), completed.transcript);
-        console.log(`turn of ${(audio.length / 16000).toFixed(0)} s: ${deltas.length} deltas, ${String(completed.transcript).length} characters`);
+    it('streams deltas that add up to each turn transcript, turn after turn, also past the window bound', async () => {
+      const jfk = readWavMono(JFK_WAV).samples;
+      const long = new Float32Array(jfk.length * 3); // 33 s: longer than the live windows (24 s Whisper, 12 s Parakeet)
+      for (let i = 0; i < 3; i++) long.set(jfk, i * jfk.length);
+      const client = new RawClient(`${server.base.replace('http', 'ws')}/v1/realtime`);
+      try {
+        const created = await client.next('session.created');
+        assert.equal((created.session as { model: string }).model, model, '--realtime-model');
+        client.send({ type: 'session.update', session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } } });
+        await client.next('session.updated');
+        for (const audio of [jfk, long]) {
+          for (const append of appends(audio, 16000)) client.send(append);
+          client.send({ type: 'input_audio_buffer.commit' });
+          const completed = await client.next('conversation.item.input_audio_transcription.completed');
+          const deltas = client.events
+            .filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === completed.item_id)
+            .map((e) => e.delta as string);
+          assert.equal(deltas.join(''), completed.transcript);
+          console.log(`turn of ${(audio.length / 16000).toFixed(0)} s: ${deltas.length} deltas, ${String(completed.transcript).length} characters`);
+        }
+      } finally {
+        await client.close();
       }
-    } finally {
-      await client.close();
-    }
+    });
+
+    it('server_vad: two utterances make two turns whose deltas add up to their transcripts; bad input gets error events', async () => {
+      const jfk = readWavMono(JFK_WAV).samples;
+      const gap = new Float32Array(32000); // 2 s of silence ends the first turn
+      const audio = new Float32Array(jfk.length * 2 + gap.length * 2);
+      audio.set(jfk);
+      audio.set(jfk, jfk.length + gap.length);
+      const client = new RawClient(`${server.base.replace('http', 'ws')}/v1/realtime`);
+      try {
+        await client.next('session.created');
+        const detection = { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 500 };
+        client.send({
+          type: 'session.update',
+          session: { type: 'transcription', audio: { input: { format: { type: 'audio/pcm', rate: 16000 }, turn_detection: detection } } },
+        });
+        await client.next('session.updated');
+        client.send({ type: 'input_audio_buffer.append', audio: 'not base64 audio!' });
+        const error = await client.next('error');
+        assert.equal((error.error as { type: string }).type, 'invalid_request_error');
+        for (const append of appends(audio, 16000)) client.send(append);
+        for (let turn = 0; turn < 2; turn++) {
+          const completed = await client.next('conversation.item.input_audio_transcription.completed');
+          const deltas = client.events
+            .filter((e) => e.type === 'conversation.item.input_audio_transcription.delta' && e.item_id === completed.item_id)
+            .map((e) => e.delta as string);
+          assert.equal(deltas.join(''), completed.transcript);
+          assert.ok(String(completed.transcript).length > 0, `turn ${turn + 1} has a transcript`);
+        }
+        assert.equal(client.events.filter((e) => e.type === 'input_audio_buffer.speech_started').length, 2);
+      } finally {
+        await client.close();
+      }
+    });
   });
-});
+}

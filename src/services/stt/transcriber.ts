@@ -33,8 +33,8 @@ export interface SttPlan {
 
 /**
  * Checks a request against the model's declared capabilities: the one place translation and language are
- * refused. Translating means "into English", so an English-only model transcribes English audio asked to be
- * translated; only audio declared to be in another language is more than it can do.
+ * refused. Translating means "into English", so audio declared English is transcribed, as is any audio an
+ * English-only model hears (unless declared to be in another language, which is more than it can do).
  */
 export function planTranscription(model: SttModel, { language: given = null, task = 'transcribe' }: SttNeeds): SttPlan {
   const language = given === null ? null : languageCode(given);
@@ -43,9 +43,12 @@ export function planTranscription(model: SttModel, { language: given = null, tas
   }
   const { languages, translate: canTranslate } = model.capabilities;
   const englishOnly = languages?.length === 1 && languages[0] === 'en';
-  const translate = task === 'translate' && !(englishOnly && (language === null || language === 'en'));
+  // audio declared English (or heard by an English-only model) is its own translation
+  const translate = task === 'translate' && language !== 'en' && !(englishOnly && language === null);
   if (translate && !canTranslate) {
-    const reason = englishOnly ? `: it hears English only, and the audio is declared to be '${given}'` : '';
+    const reason = englishOnly
+      ? `: it hears English only, and the audio is declared to be '${given}'`
+      : `: its engine (${model.engine}) does not translate; English audio declared with language=en is transcribed`;
     throw new ApiError('invalid_request', `model ${model.id} cannot translate${reason}`, { param: englishOnly ? 'language' : 'model' });
   }
   if (language !== null && !translate && languages && !languages.includes(language)) {
@@ -98,7 +101,8 @@ export class Transcriber {
       const { maxAudioSeconds } = this.options;
       const audio = await decodeAudio(request.file.take(), { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal: request.signal });
       request.file.holding(audio.samples.byteLength);
-      const vad = model.capabilities.vadChunking && audio.duration > LONG_AUDIO_SECONDS ? await this.leaseVad(request.signal) : null;
+      const chunkSeconds = model.capabilities.chunkSeconds ?? LONG_AUDIO_SECONDS;
+      const vad = model.capabilities.vadChunking && audio.duration > chunkSeconds ? await this.leaseVad(request.signal) : null;
       const options: TranscribeOptions = {
         language: plan.language,
         prompt: request.prompt,
@@ -162,7 +166,9 @@ export class Transcription implements Disposable {
       model,
       (signal) => {
         const options = { ...this.options, signal, ...(onSegment ? { onSegment } : {}) };
-        return vad ? transcribeSpeechChunks(model, vad, this.audio.samples, options) : model.transcribe(this.audio.samples, options);
+        return vad
+          ? transcribeSpeechChunks(model, vad, this.audio.samples, options, model.capabilities.chunkSeconds)
+          : model.transcribe(this.audio.samples, options);
       },
       this.signal,
       // a long file may take as long as it lasts, whatever the job time limit

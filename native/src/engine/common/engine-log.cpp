@@ -2,6 +2,7 @@
 #include "common/ffmpeg.h"
 
 #include "llama.h"
+#include "parakeet.h"
 #include "whisper.h"
 
 #include <atomic>
@@ -18,6 +19,7 @@ void voxd_engine_log(ggml_log_level level, const char * text, void * /*user_data
 
 void voxd_engine_log_init() {
     whisper_log_set(voxd_engine_log, nullptr);
+    parakeet_log_set(voxd_engine_log, nullptr);
     llama_log_set(voxd_engine_log, nullptr);
     ggml_log_set(voxd_engine_log, nullptr);
     voxd_ffmpeg_init(); // FFmpeg's is not printed: its error lines become the reason in our messages

@@ -2,6 +2,7 @@
 
 #include "common/cpu-gate.h"
 #include "common/file-size.h"
+#include "common/ggml-file-check.h"
 #include "common/ggml-graph.h"
 
 #include "ggml.h"
@@ -13,46 +14,18 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <thread>
-#include <unordered_set>
 
 // ---- file check ----
 
-// whisper_model_load accepts files it cannot use: a file without tensors loads as an "empty model for
-// testing" (uninitialised weights), a tensor cut short by the end of the file is half-read without an error,
-// and some broken hparams reach GGML_ASSERTs (process abort) later. Walking the layout first turns each of
-// these into a clean model_load_failed.
+// The header's hparams and every record of the file (common/ggml-file-check.h).
 static void voxd_whisper_check_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) {
-        throw voxd_error("model_load_failed", "cannot open " + path);
-    }
-    const int64_t size = in.tellg();
-    in.seekg(0);
-
-    auto fail     = [&](const std::string & why) { throw voxd_error("model_load_failed", path + " is not a usable whisper.cpp model: " + why); };
-    auto read_i32 = [&]() {
-        int32_t v = 0;
-        if (!in.read(reinterpret_cast<char *>(&v), sizeof(v))) {
-            fail("the file is truncated");
-        }
-        return v;
-    };
-    auto skip = [&](int64_t n) {
-        if (n < 0 || (int64_t) in.tellg() + n > size) {
-            fail("the file is truncated");
-        }
-        in.seekg(n, std::ios::cur);
-    };
-
-    if ((uint32_t) read_i32() != GGML_FILE_MAGIC) {
-        fail("bad magic");
-    }
+    voxd_ggml_file_check file(path, "whisper.cpp model");
+    file.read_magic();
     int32_t hp[11];
     for (int32_t & v : hp) {
-        v = read_i32();
+        v = file.read_i32();
     }
     const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype] = hp;
     (void) ftype; // whisper.cpp rejects unknown ftypes cleanly itself
@@ -63,64 +36,30 @@ static void voxd_whisper_check_file(const std::string & path) {
                       n_audio_state % n_audio_head == 0 && n_text_head > 0 && n_text_state % n_text_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 &&
                       n_text_layer > 0 && n_text_layer <= 256 && n_mels > 0 && n_mels <= 512;
     if (!sane) {
-        fail("implausible hyperparameters");
+        file.fail("implausible hyperparameters");
     }
 
-    const int32_t n_mel = read_i32();
-    const int32_t n_fft = read_i32();
+    const int32_t n_mel = file.read_i32();
+    const int32_t n_fft = file.read_i32();
     if (n_mel != n_mels || n_fft != 1 + WHISPER_N_FFT / 2) {
-        fail("mel filters do not match the hyperparameters");
+        file.fail("mel filters do not match the hyperparameters");
     }
-    skip((int64_t) n_mel * n_fft * (int64_t) sizeof(float));
+    file.skip((int64_t) n_mel * n_fft * (int64_t) sizeof(float));
 
-    const int32_t n_words = read_i32();
+    const int32_t n_words = file.read_i32();
     if (n_words < 0 || n_words > n_vocab) {
-        fail("bad vocabulary size");
+        file.fail("bad vocabulary size");
     }
     for (int32_t i = 0; i < n_words; i++) {
-        const int32_t len = read_i32();
+        const int32_t len = file.read_i32();
         if (len < 0 || len > 1024) {
-            fail("bad vocabulary entry");
+            file.fail("bad vocabulary entry");
         }
-        skip(len);
+        file.skip(len);
     }
 
-    // every tensor complete, each name once, and as many as whisper_model_load creates for these hparams
-    const int64_t expected = 11 + 15 * (int64_t) n_audio_layer + 24 * (int64_t) n_text_layer;
-    std::unordered_set<std::string> names;
-    while ((int64_t) in.tellg() < size) {
-        const int32_t n_dims   = read_i32();
-        const int32_t name_len = read_i32();
-        const int32_t ttype    = read_i32();
-        if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > 256 || ttype < 0 || ttype >= GGML_TYPE_COUNT) {
-            fail("bad tensor header");
-        }
-        const ggml_type type = (ggml_type) ttype;
-        const int64_t blck   = ggml_blck_size(type); // 0 for removed types
-        int64_t ne[4]        = { 1, 1, 1, 1 };
-        int64_t n_elements   = 1;
-        for (int i = 0; i < n_dims; i++) {
-            ne[i] = read_i32();
-            if (ne[i] <= 0 || ne[i] > (1 << 24)) {
-                fail("bad tensor shape");
-            }
-            n_elements *= ne[i];
-        }
-        if (blck <= 0 || ne[0] % blck != 0 || n_elements > (int64_t(1) << 34)) {
-            fail("bad tensor type or shape");
-        }
-        std::string name(name_len, '\0');
-        if (!in.read(name.data(), name_len)) {
-            fail("the file is truncated");
-        }
-        if (!names.insert(name).second) {
-            fail("tensor '" + name + "' appears twice");
-        }
-        skip(n_elements / blck * (int64_t) ggml_type_size(type));
-    }
-    if ((int64_t) names.size() != expected) {
-        fail(names.empty() ? "it has no tensors" : "it has " + std::to_string(names.size()) + " tensors, expected " + std::to_string(expected));
-    }
+    // as many tensors as whisper_model_load creates for these hparams
+    file.check_tensors(1, 11 + 15 * (int64_t) n_audio_layer + 24 * (int64_t) n_text_layer);
 }
 
 // ---- whisper.cpp's context and states ----

@@ -1,17 +1,19 @@
 /**
- * Live transcription on a Whisper model (which has no incremental decoder): the turn's audio is re-decoded
+ * Live transcription on a model with no incremental decoder (Whisper's 30 s windows, Parakeet's whole-clip
+ * normalisation and attention): the turn's audio is re-decoded
  * every `delayMs` of new audio, and a word goes out once two passes in a row agree on it and on every word
  * before it (local agreement), so deltas are never retracted. A session behind real time (more audio already
  * waiting) skips the passes in between and decodes once it has caught up. `finish` decodes once more and sends the words
- * past those already sent. The window is bounded: past WINDOW_SECONDS, the segments before the last one are
- * sent as final, cut from the window, and their text becomes the prompt (committed context) of later passes.
+ * past those already sent. The window is bounded: past its window (24 s unless the engine says), the segments before the last one are
+ * sent as final, cut from the window, and their text becomes the prompt (committed context) of later passes
+ * (on engines that take one).
  */
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscriptionResult } from './types.js';
 
 /** How often the window is decoded when the server sets no --realtime-transcription-delay-ms. */
 export const DEFAULT_DECODE_INTERVAL_MS = 1000;
-/** Whisper decodes 30 s windows; the live window stays below that. */
-const WINDOW_SECONDS = 24;
+/** Whisper decodes 30 s windows; the live window stays below that unless the engine asks for less. */
+const DEFAULT_WINDOW_SECONDS = 24;
 /** Characters of committed text given to later passes as their prompt. */
 const CONTEXT_CHARS = 200;
 
@@ -19,7 +21,7 @@ function words(text: string): string[] {
   return text.trim().split(/\s+/).filter(Boolean);
 }
 
-export class WhisperStreamingSession implements SttStreamingSession {
+export class RedecodingStreamingSession implements SttStreamingSession {
   private chunks: Float32Array[] = [];
   private windowSamples = 0;
   private sinceDecode = 0;
@@ -30,9 +32,11 @@ export class WhisperStreamingSession implements SttStreamingSession {
   private transcript = '';
   private readonly interval: number;
 
+  /** `windowSeconds`: audio past which finished segments are committed and cut (a re-decode costs what it holds). */
   constructor(
     private readonly model: SttModel,
     private readonly options: StreamingOptions,
+    private readonly windowSeconds = DEFAULT_WINDOW_SECONDS,
   ) {
     this.interval = Math.max(1, Math.round(((options.delayMs ?? DEFAULT_DECODE_INTERVAL_MS) * model.sampleRate) / 1000));
   }
@@ -47,7 +51,7 @@ export class WhisperStreamingSession implements SttStreamingSession {
     this.sinceDecode = 0;
     const result = await this.decode(signal);
     let delta = '';
-    if (this.windowSamples > WINDOW_SECONDS * this.model.sampleRate && result.segments.length > 1) delta = this.commitAllButLast(result);
+    if (this.windowSamples > this.windowSeconds * this.model.sampleRate && result.segments.length > 1) delta = this.commitAllButLast(result);
     const current = words(result.text);
     let agreed = 0;
     while (agreed < current.length && agreed < this.previous.length && current[agreed] === this.previous[agreed]) agreed++;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
-import { WhisperStreamingSession } from '../../src/engines/whisper-streaming.js';
+import { RedecodingStreamingSession } from '../../src/engines/redecoding-streaming.js';
 import type { SttModel, TranscriptionResult } from '../../src/engines/types.js';
 import { Metrics } from '../../src/services/metrics.js';
 import { LiveSessions } from '../../src/sessions/live-sessions.js';
@@ -45,12 +45,12 @@ describe('a live Whisper session behind real time', () => {
   it('skips the passes in between while more audio waits, and decodes once it has caught up', async () => {
     const { model, passes } = countingModel();
     const second = new Float32Array(16000);
-    const onTime = new WhisperStreamingSession(model, { delayMs: 1000 });
+    const onTime = new RedecodingStreamingSession(model, { delayMs: 1000 });
     for (let i = 0; i < 5; i++) await onTime.feed(second);
     assert.equal(passes(), 5, 'on time: one pass per second of audio');
 
     const { model: lateModel, passes: latePasses } = countingModel();
-    const behind = new WhisperStreamingSession(lateModel, { delayMs: 1000 });
+    const behind = new RedecodingStreamingSession(lateModel, { delayMs: 1000 });
     for (let i = 0; i < 4; i++) assert.equal(await behind.feed(second, undefined, true), '');
     assert.equal(latePasses(), 0, 'no pass while more audio waits');
     await behind.feed(second, undefined, false);

@@ -1,0 +1,239 @@
+/**
+ * The Parakeet engine against whisper.cpp's parakeet-cli on the same random-weight files and clips: token for token
+ * and timestamp for timestamp, alone, side by side with other clips, beside a clip cancelled mid-way, and through
+ * the HTTP file path. Random weights give garbage text; every number on the way to it is the model's real arithmetic.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { isParakeetFile, parakeetEngine, parakeetSegments } from '../../src/engines/parakeet.js';
+import { whisperEngine } from '../../src/engines/whisper.js';
+import type { NativeParakeetModel, NativeParakeetToken } from '../../src/native/addon.js';
+import { loadNative } from '../../src/native/load.js';
+import { planTranscription } from '../../src/services/stt/transcriber.js';
+import { parakeetTestModel, runParakeetCli, type ParakeetCliResult } from '../helpers/parakeet.js';
+import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { readWavMono } from '../helpers/wav.js';
+import { whisperTestModel } from '../helpers/whisper-models.js';
+
+const SPEECH = path.join(SHARED, 'audio', 'speech');
+const CLIPS = [JFK_WAV, ...['librivox-0870.wav', 'librivox-0890.wav', 'librivox-0920.wav'].map((f) => path.join(SPEECH, f))];
+/** The engine's threads in these runs; parakeet-cli runs with the same (its results do not depend on the count). */
+const THREADS = 2;
+
+/** What parakeet-cli's `-ps` prints of a token, from the engine's token (times back to 10 ms units, p to 4 decimals). */
+function asPrinted(t: NativeParakeetToken): object {
+  return { id: t.id, frame: t.frame, duration: t.duration, t0: Math.round(t.start * 100), t1: Math.round(t.end * 100), p: t.p.toFixed(4) };
+}
+
+function cliTokens(result: ParakeetCliResult): object[] {
+  return result.tokens.map((t) => ({ id: t.id, frame: t.frame, duration: t.duration, t0: t.t0, t1: t.t1, p: t.p.toFixed(4) }));
+}
+
+describe('parakeet engine against parakeet-cli', () => {
+  const models: { name: string; path: string; native: NativeParakeetModel }[] = [];
+  const clips = CLIPS.map((file) => ({ file, samples: readWavMono(file).samples }));
+  const alone = new Map<string, NativeParakeetToken[]>();
+
+  before(async () => {
+    // v3-like (8192 pieces; seed 2 reaches the 10-symbols-per-frame forced advance) and v2-like (English pieces)
+    for (const [name, options] of [
+      ['v3', { size: 'tiny', seed: 2 }],
+      ['v2', { size: 'tiny', en: true }],
+    ] as const) {
+      const file = await parakeetTestModel(options);
+      models.push({ name, path: file, native: await loadNative().ParakeetModel.load(file) });
+    }
+  });
+  after(() => models.forEach((m) => m.native.release()));
+
+  it('gives parakeet-cli’s tokens, frames, durations, times and probabilities on every clip', async () => {
+    for (const model of models) {
+      for (const clip of clips) {
+        const cli = await runParakeetCli(model.path, clip.file, { threads: THREADS });
+        const tokens = await model.native.transcribe(clip.samples, { threads: THREADS });
+        alone.set(`${model.name} ${clip.file}`, tokens);
+        const what = `${model.name} on ${path.basename(clip.file)}`;
+        assert.ok(cli.tokens.length > 5, `${what}: the random model decodes something (${cli.tokens.length} tokens)`);
+        assert.deepEqual(tokens.map(asPrinted), cliTokens(cli), what);
+        assert.equal(
+          tokens
+            .map((t) => t.text)
+            .join('')
+            .trim(),
+          cli.segments.map((s) => s.text).join(''),
+          `${what}: text`,
+        );
+      }
+    }
+    const forced = alone.get(`v3 ${JFK_WAV}`) ?? [];
+    const perFrame = new Map<number, number>();
+    for (const t of forced) perFrame.set(t.frame, (perFrame.get(t.frame) ?? 0) + 1);
+    assert.ok(Math.max(...perFrame.values()) >= 10, 'seed 2 on jfk.wav takes the forced advance after 10 symbols in one frame');
+  });
+
+  it('gives each clip the same tokens side by side with the others, in any order, as alone', async () => {
+    for (const model of models) {
+      for (const order of [clips, [...clips].reverse()]) {
+        const together = await Promise.all(order.map((clip) => model.native.transcribe(clip.samples, { threads: 1 })));
+        order.forEach((clip, i) => assert.deepEqual(together[i], alone.get(`${model.name} ${clip.file}`), `${model.name} ${path.basename(clip.file)}`));
+      }
+    }
+  });
+
+  it('leaves the others unchanged when one clip is cancelled mid-way, and stops that one', async () => {
+    const model = models[0]!;
+    const long = new Float32Array(clips[0]!.samples.length * 4); // 44 s: the cancelled one runs longest
+    for (let i = 0; i < 4; i++) long.set(clips[0]!.samples, i * clips[0]!.samples.length);
+    const flag = new (loadNative().AbortFlag)();
+    const cancelled = model.native.transcribe(long, { threads: 1 }, flag);
+    const others = clips.slice(1).map((clip) => model.native.transcribe(clip.samples, { threads: 1 }));
+    setTimeout(() => flag.abort(), 20);
+    await assert.rejects(cancelled, (error: Error & { code?: string }) => error.code === 'aborted');
+    const results = await Promise.all(others);
+    clips.slice(1).forEach((clip, i) => assert.deepEqual(results[i], alone.get(`v3 ${clip.file}`), path.basename(clip.file)));
+  });
+
+  it('keeps the first max_tokens tokens, and has no tokens for a clip under 20 ms', async () => {
+    const model = models[0]!;
+    const first = await model.native.transcribe(clips[0]!.samples, { threads: THREADS, maxTokens: 5 });
+    assert.deepEqual(first, alone.get(`v3 ${JFK_WAV}`)!.slice(0, 5));
+    assert.deepEqual(await model.native.transcribe(new Float32Array(319), {}), []);
+    assert.ok((await model.native.transcribe(new Float32Array(320), {})).length >= 0, 'two frames: decoded without dividing by zero');
+  });
+
+  describe('the HTTP file path', () => {
+    let server: TestServer;
+    const cleanups: (() => Promise<void>)[] = [];
+    after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+    before(async () => {
+      server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { sttModel: models[0]!.path });
+    });
+
+    it('gives parakeet-cli’s tokens, and words timed by the TDT durations', async () => {
+      const cli = await runParakeetCli(models[0]!.path, JFK_WAV, { threads: THREADS });
+      const form = new FormData();
+      form.append('file', new Blob([new Uint8Array(fs.readFileSync(JFK_WAV))]), 'jfk.wav');
+      form.append('model', 'whisper-1');
+      form.append('response_format', 'verbose_json');
+      form.append('timestamp_granularities[]', 'word');
+      form.append('timestamp_granularities[]', 'segment');
+      const response = await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form });
+      assert.equal(response.status, 200);
+      const body = (await response.json()) as {
+        text: string;
+        language: string;
+        segments: { tokens: number[]; start: number; end: number; text: string }[];
+        words: { word: string; start: number; end: number }[];
+      };
+      assert.deepEqual(
+        body.segments.flatMap((s) => s.tokens),
+        cli.tokens.map((t) => t.id),
+      );
+      assert.equal(body.text, cli.segments.map((s) => s.text).join(''));
+      assert.equal(body.language, 'unknown', 'v3 names no language');
+      // words: from the first piece's start to the last piece's end (punctuation sits at the word's end already)
+      const starts = cli.tokens.filter((t, i) => t.wordStart || i === 0);
+      assert.equal(body.words.length, starts.length);
+      body.words.forEach((word, i) => {
+        const first = starts[i]!;
+        const last = cli.tokens[(i + 1 < starts.length ? cli.tokens.indexOf(starts[i + 1]!) : cli.tokens.length) - 1]!;
+        assert.equal(word.start, first.t0 / 100, `word ${i} start`);
+        assert.equal(word.end, Math.max(...cli.tokens.slice(cli.tokens.indexOf(first), cli.tokens.indexOf(last) + 1).map((t) => t.t1)) / 100, `word ${i} end`);
+      });
+      body.segments.forEach((s, i) => {
+        assert.ok(s.start <= s.end && (i === 0 || s.start >= body.segments[i - 1]!.start), `segment ${i} in order`);
+        if (i < body.segments.length - 1) assert.match(s.text, /[.?!…。？！]/, 'segments end after a sentence end');
+      });
+    });
+  });
+});
+
+describe('parakeet engine', () => {
+  let tmp: string;
+  before(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-parakeet-'));
+  });
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('tells Parakeet files from Whisper and VAD files by content', async () => {
+    const v3 = await parakeetTestModel({ size: 'tiny' });
+    const whisper = await whisperTestModel({ size: 'tiny' });
+    assert.equal(await isParakeetFile(v3), true);
+    assert.equal(await parakeetEngine.detect(await parakeetTestModel({ size: 'tiny', en: true })), true);
+    assert.equal(await isParakeetFile(whisper), false);
+    assert.equal(await whisperEngine.detect(v3), false);
+    assert.equal(await isParakeetFile(SILERO_V6), false);
+  });
+
+  it('declares v3’s 25 languages or v2’s English, refuses what it cannot do, and answers in the request’s language', async () => {
+    const v3 = await parakeetEngine.load({ id: 'v3', path: await parakeetTestModel({ size: 'tiny' }), projector: null });
+    const v2 = await parakeetEngine.load({ id: 'v2', path: await parakeetTestModel({ size: 'tiny', en: true }), projector: null });
+    try {
+      assert.equal(v3.capabilities.languages?.length, 25);
+      assert.deepEqual(v2.capabilities.languages, ['en']);
+      assert.equal(v3.capabilities.translate, false);
+      assert.deepEqual(planTranscription(v3, { language: 'French' }), { language: 'fr', translate: false });
+      assert.throws(() => planTranscription(v3, { language: 'ja' }), /language 'ja' is not supported/);
+      assert.throws(() => planTranscription(v2, { language: 'de' }), /transcribes en/);
+      assert.throws(() => planTranscription(v3, { task: 'translate' }), /does not translate/);
+      assert.deepEqual(planTranscription(v3, { task: 'translate', language: 'en' }), { language: 'en', translate: false });
+      assert.deepEqual(planTranscription(v2, { task: 'translate' }), { language: null, translate: false });
+      const jfk = readWavMono(JFK_WAV).samples;
+      assert.equal((await v3.transcribe(jfk, { language: 'de' })).language, 'de');
+      assert.equal((await v2.transcribe(jfk)).language, 'en');
+      const controller = new AbortController();
+      controller.abort();
+      await assert.rejects(v3.transcribe(jfk, { signal: controller.signal }), (error: Error & { code?: string }) => error.code === 'aborted');
+    } finally {
+      await v3.dispose();
+      await v2.dispose();
+    }
+  });
+
+  it('refuses truncated, tensor-less and implausible files with model_load_failed', async () => {
+    const good = fs.readFileSync(await parakeetTestModel({ size: 'tiny' }));
+    const cases: [string, Buffer][] = [
+      ['truncated', good.subarray(0, good.length - 100)],
+      ['header only', good.subarray(0, 72)],
+      ['no tensors', good.subarray(0, good.indexOf(Buffer.from('encoder.pre_encode')) - 12 - 16)],
+      ['zero heads', Buffer.concat([good.subarray(0, 16), Buffer.alloc(4), good.subarray(20)])],
+    ];
+    for (const [name, bytes] of cases) {
+      const file = path.join(tmp, `${name.replace(/ /g, '-')}.bin`);
+      fs.writeFileSync(file, bytes);
+      await assert.rejects(loadNative().ParakeetModel.load(file), (error: Error & { code?: string }) => error.code === 'model_load_failed', name);
+    }
+  });
+
+  it('cuts the transcript into sentences and words', () => {
+    const token = (text: string, start: number, end: number, wordStart = text.startsWith(' ')): NativeParakeetToken => ({
+      id: 1,
+      text,
+      start,
+      end,
+      frame: 0,
+      duration: 0,
+      p: 0.5,
+      logprob: -1,
+      wordStart,
+    });
+    const segments = parakeetSegments(
+      [token('Hel', 0, 0.2, true), token('lo', 0.2, 0.4), token('.', 0.4, 0.4), token(' W', 0.8, 1.0), token('orld', 1.0, 1.3), token('', 1.3, 1.3)],
+      true,
+    );
+    assert.deepEqual(
+      segments.map((s) => [s.text, s.start, s.end]),
+      [
+        [' Hello.', 0, 0.4],
+        [' World', 0.8, 1.3],
+      ],
+    );
+    assert.deepEqual(segments[0]!.words, [{ word: 'Hello.', start: 0, end: 0.4 }]);
+    assert.deepEqual(segments[1]!.words, [{ word: 'World', start: 0.8, end: 1.3 }]);
+    assert.ok(Math.abs(segments[0]!.avgLogprob - Math.log(0.5)) < 1e-9);
+  });
+});
