@@ -23,7 +23,7 @@ import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/load.js';
 import { pcm16, wavBytes } from '../test/helpers/wav.js';
-import { comparator } from './comparator.js';
+import { buildTreeTool } from '../test/helpers/build-tree.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -84,7 +84,7 @@ async function withServer(label: string, sttModel: string, run: (transcribe: Tra
 }
 
 async function benchAgainstWhisperCli(model: string, runs: number): Promise<void> {
-  const cli = comparator('whisper-cli', "whisper.cpp's CLI");
+  const cli = buildTreeTool('whisper-cli');
   // the addon's choice for one job on an idle server (src/engines/whisper.ts): every core, at most 8
   const threads = Math.min(8, os.availableParallelism());
   // greedy with whisper.cpp's fallback schedule, timestamps on, English: what the server does for this request

@@ -31,7 +31,7 @@ import { NativeLogLevel, type NativeTtsGgmlTimings } from '../src/native/addon.j
 import { loadNative } from '../src/native/load.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
-import { comparator } from './comparator.js';
+import { buildTreeTool } from '../test/helpers/build-tree.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const JFK_WAV = path.join(root, '..', 'shared', 'audio', 'speech', 'jfk.wav');
@@ -201,7 +201,7 @@ function runLlamaTts(cli: string, paths: ModelPaths, frames: number, speaker: bo
 }
 
 function benchLlamaTts(paths: ModelPaths): void {
-  const cli = comparator('llama-tts', "llama.cpp's llama-tts");
+  const cli = buildTreeTool('llama-tts');
   console.log(`llama.cpp llama-tts (${THREADS} threads; each run loads the model; median of ${RUNS}, no warm-up):`);
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-llama-tts-'));
   let rssKib = 0;
