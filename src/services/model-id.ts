@@ -1,7 +1,7 @@
 /**
- * Model IDs (docs/api.md, "Model IDs"): an existing local path always wins; otherwise a Hugging Face
- * repository `owner/repo`, a GGUF repository with a quantisation tag `owner/repo:Q8_0`, or one file in a
- * repository `owner/repo/path/in/repo.bin`.
+ * Model IDs (docs/models.md, "Model IDs"): an existing local path always wins; otherwise a Hugging Face
+ * repository `owner/repo`, one with a quantisation tag `owner/repo:Q8_0` (of GGUF or ggml `.bin` files), or one
+ * file in a repository `owner/repo/path/in/repo.bin`.
  */
 import fs from 'node:fs';
 import path from 'node:path';

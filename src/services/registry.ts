@@ -83,7 +83,18 @@ interface Entry {
 }
 
 const MODEL_FILE = /\.(bin|gguf)$/i;
+const GGUF_FILE = /\.gguf$/i;
+const GGML_FILE = /\.bin$/i;
 const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
+
+/**
+ * Whether a file's path carries a tag (a quantisation such as `q8_0`) as a whole word, in any case: `f16` is in
+ * `model-f16.bin` but not in `model-bf16.bin`, `Q4_K` is in `model-Q4_K_M.gguf`.
+ */
+function carriesTag(filePath: string, tag: string): boolean {
+  const escaped = tag.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(^|[^a-z0-9])${escaped}($|[^a-z0-9])`, 'i').test(filePath);
+}
 
 export class ModelRegistry {
   private readonly entries = new Map<string, Entry>();
@@ -360,7 +371,7 @@ export class ModelRegistry {
     const { hub } = this.options;
     try {
       if (ref.kind === 'hub-file') return { id, path: await hub.downloadFile(ref.repo, ref.file, { signal }), projector: null };
-      const { model, projector } = this.pickRepoFiles(id, await hub.listFiles(ref.repo, { signal }), ref.quant);
+      const { model, projector } = this.pickRepoFiles(ref.repo, await hub.listFiles(ref.repo, { signal }), ref.quant);
       return {
         id,
         path: await hub.downloadFile(ref.repo, model, { signal }),
@@ -376,38 +387,37 @@ export class ModelRegistry {
     }
   }
 
-  /** For `owner/repo[:QUANT]`: the GGUF of that quantisation (default Q8_0, else the smallest) plus its mmproj, or the repo's only model file. */
-  private pickRepoFiles(id: string, files: HubFile[], quant: string | null): { model: string; projector: string | null } {
+  /**
+   * For `owner/repo[:QUANT]` (docs/models.md, "Model IDs"): the model file carrying the tag (default Q8_0, else any
+   * model file), plus a GGUF's mmproj. A GGUF repository holds one model in several quantisations, so the smallest
+   * candidate is as good as any; a repository of ggml `.bin` files (whisper.cpp's) holds several models, where the
+   * smallest would be another model than the one meant, so there the candidates must come down to one.
+   */
+  private pickRepoFiles(repo: string, files: HubFile[], quant: string | null): { model: string; projector: string | null } {
     const sizeOf = (f: HubFile): number => f.lfs?.size ?? f.size;
-    const ggufs = files.filter((f) => /\.gguf$/i.test(f.path) && !PROJECTOR_FILE.test(f.path));
-    if (ggufs.length > 0) {
-      const wanted = (quant ?? 'Q8_0').toLowerCase();
-      const tagged = ggufs.filter((f) => f.path.toLowerCase().includes(wanted));
-      if (quant && tagged.length === 0) {
-        throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no ${quant} file (it has ${ggufs.map((f) => f.path).join(', ')})`, {
-          param: 'model',
-        });
-      }
-      const pool = tagged.length > 0 ? tagged : ggufs;
-      const model = pool.reduce((a, b) => (sizeOf(b) < sizeOf(a) ? b : a));
-      const projectors = files.filter((f) => PROJECTOR_FILE.test(f.path));
-      const projector = projectors.find((f) => f.path.toLowerCase().includes(wanted)) ?? projectors.sort((a, b) => sizeOf(a) - sizeOf(b))[0];
-      return { model: model.path, projector: projector?.path ?? null };
+    const ggufs = files.filter((f) => GGUF_FILE.test(f.path) && !PROJECTOR_FILE.test(f.path));
+    const gguf = ggufs.length > 0;
+    const models = gguf ? ggufs : files.filter((f) => GGML_FILE.test(f.path));
+    if (models.length === 0) throw new ApiError('invalid_model', `repository ${repo} holds no model file voxd can load`, { param: 'model' });
+    const wanted = quant ?? 'Q8_0';
+    const tagged = models.filter((f) => carriesTag(f.path, wanted));
+    if (quant && tagged.length === 0) {
+      throw new ApiError('model_not_found', `repository ${repo} has no ${quant} file (it has ${models.map((f) => f.path).join(', ')})`, {
+        param: 'model',
+      });
     }
-    if (quant) throw new ApiError('model_not_found', `repository ${id.split(':')[0]} has no GGUF files to pick ${quant} from`, { param: 'model' });
-    const models = files.filter((f) => MODEL_FILE.test(f.path));
-    const only = models[0];
-    if (models.length !== 1 || !only) {
-      const names = models.map((f) => `${id}/${f.path}`).join(', ');
-      throw new ApiError(
-        'invalid_model',
-        models.length ? `repository ${id} holds several model files; name one: ${names}` : `repository ${id} holds no model file voxd can load`,
-        {
-          param: 'model',
-        },
-      );
+    const pool = tagged.length > 0 ? tagged : models;
+    if (!gguf && pool.length > 1) {
+      const names = pool.map((f) => `${repo}/${f.path}`).join(', ');
+      throw new ApiError('invalid_model', `repository ${repo} holds several ${tagged.length > 0 ? `${wanted} ` : ''}model files; name one: ${names}`, {
+        param: 'model',
+      });
     }
-    return { model: only.path, projector: null };
+    const model = pool.reduce((a, b) => (sizeOf(b) < sizeOf(a) ? b : a));
+    // an mmproj goes with a GGUF backbone only
+    const projectors = gguf ? files.filter((f) => PROJECTOR_FILE.test(f.path)) : [];
+    const projector = projectors.find((f) => carriesTag(f.path, wanted)) ?? projectors.sort((a, b) => sizeOf(a) - sizeOf(b))[0];
+    return { model: model.path, projector: projector?.path ?? null };
   }
 
   private async engineFor(filePath: string, id: string): Promise<Engine> {

@@ -1,6 +1,7 @@
 /**
- * The model registry's loads with engine doubles (no model runs): what a client that leaves may start, and what a
- * load that fails costs. The registry with real engines is tested in engines/registry.test.ts.
+ * The model registry's loads with engine doubles (no model runs): what a client that leaves may start, what a
+ * load that fails costs, and which files a hub repository ID picks. The registry with real engines is tested in
+ * engines/registry.test.ts.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
-import type { Engine, LoadedModel } from '../../src/engines/types.js';
+import type { Engine, LoadedModel, ResolvedModel } from '../../src/engines/types.js';
 import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
@@ -109,5 +110,119 @@ describe('model registry loads', () => {
     await assert.rejects(registry.acquire(`${REPO}/${FILE}`), (error) => error instanceof ApiError && error.code === 'model_download_failed');
     assert.equal(hashings(), 2);
     assert.equal(hub.cachedFile(REPO, FILE), null);
+  });
+});
+
+/** An engine that takes any file and keeps what the registry resolved for each ID. */
+function recordingEngine(): { engine: Engine; resolved: Map<string, ResolvedModel> } {
+  const resolved = new Map<string, ResolvedModel>();
+  const engine: Engine = {
+    name: 'recording',
+    task: 'stt',
+    detect: () => Promise.resolve(true),
+    load(model): Promise<LoadedModel> {
+      resolved.set(model.id, model);
+      return Promise.resolve({ id: model.id, task: 'stt', engine: 'recording', dispose: () => Promise.resolve() });
+    },
+  };
+  return { engine, resolved };
+}
+
+/** A stand-in model file of `bytes` bytes that starts with its own name, so that a download tells which file it was. */
+function namedFile(name: string, bytes: number): Buffer {
+  const content = Buffer.alloc(bytes, ' ');
+  content.write(name);
+  return content;
+}
+
+describe('hub repository IDs', () => {
+  const PARAKEET_REPO = 'ggml-org/parakeet-GGUF';
+  const parakeet = (quant: string): string => `ggml-parakeet-tdt-0.6b-v3-${quant}.bin`;
+
+  async function hubRegistry(t: TestContext, repos: Record<string, Record<string, number>>) {
+    const double = await HubDouble.start();
+    t.after(() => double.close());
+    for (const [repo, sizes] of Object.entries(repos)) {
+      double.addRepo(repo, { files: Object.fromEntries(Object.entries(sizes).map(([name, bytes]) => [name, namedFile(name, bytes)])) });
+    }
+    const recording = recordingEngine();
+    const { registry } = await registryWith(t, [recording.engine], double.endpoint);
+    const nameIn = async (file: string | null): Promise<string | null> => (file ? (await fsp.readFile(file, 'utf8')).trim() : null);
+    /** The file (and projector) an ID resolves to, by name. */
+    const picks = async (id: string): Promise<{ model: string | null; projector: string | null }> => {
+      (await registry.acquire(id)).release();
+      const resolved = recording.resolved.get(id) ?? assert.fail(`${id} was not loaded`);
+      return { model: await nameIn(resolved.path), projector: await nameIn(resolved.projector) };
+    };
+    return { registry, picks };
+  }
+
+  const rejection = (code: string, pattern: RegExp) => (error: unknown) => error instanceof ApiError && error.code === code && pattern.test(error.message);
+
+  it("picks a ggml repository's file by the quantisation in its name, Q8_0 by default", async (t) => {
+    const { registry, picks } = await hubRegistry(t, {
+      [PARAKEET_REPO]: {
+        [parakeet('f32')]: 2400,
+        [parakeet('f16')]: 1200,
+        [parakeet('q8_0')]: 640,
+        [parakeet('q4_k')]: 380,
+        [parakeet('q4_0')]: 340,
+        'README.md': 40,
+      },
+    });
+    assert.deepEqual(await picks(`${PARAKEET_REPO}:q8_0`), { model: parakeet('q8_0'), projector: null });
+    assert.deepEqual(await picks(PARAKEET_REPO), { model: parakeet('q8_0'), projector: null });
+    assert.deepEqual(await picks(`${PARAKEET_REPO}:f16`), { model: parakeet('f16'), projector: null });
+    assert.deepEqual(await picks(`${PARAKEET_REPO}:Q4_K`), { model: parakeet('q4_k'), projector: null }, 'in any case');
+    assert.deepEqual(await picks(`${PARAKEET_REPO}/${parakeet('f16')}`), { model: parakeet('f16'), projector: null });
+
+    // the hub lists a repository's files by name
+    const listing = ['f16', 'f32', 'q4_0', 'q4_k', 'q8_0'].map(parakeet).join(', ');
+    await assert.rejects(
+      registry.acquire(`${PARAKEET_REPO}:q5_1`),
+      (error) => error instanceof ApiError && error.code === 'model_not_found' && error.message.endsWith(`has no q5_1 file (it has ${listing})`),
+    );
+    // q4 is in two names: two files may be two models in a ggml repository, and the client must say which
+    await assert.rejects(
+      registry.acquire(`${PARAKEET_REPO}:q4`),
+      rejection('invalid_model', new RegExp(`several q4 model files; name one: ${PARAKEET_REPO}/${parakeet('q4_0')}, ${PARAKEET_REPO}/${parakeet('q4_k')}$`)),
+    );
+  });
+
+  it('refuses a tag or a default that several models of a ggml repository carry, and matches tags as whole words', async (t) => {
+    const { registry, picks } = await hubRegistry(t, {
+      'ggerganov/whisper.cpp': { 'ggml-tiny.bin': 700, 'ggml-tiny-q8_0.bin': 300, 'ggml-base-q8_0.bin': 500, 'ggml-base.en.bin': 900 },
+      'someone/parakeet-v2': { 'ggml-parakeet-tdt-0.6b-v2-bf16.bin': 1000, 'ggml-parakeet-tdt-0.6b-v2-f16.bin': 1000 },
+    });
+    await assert.rejects(
+      registry.acquire('ggerganov/whisper.cpp'),
+      rejection(
+        'invalid_model',
+        /several Q8_0 model files; name one: ggerganov\/whisper\.cpp\/ggml-base-q8_0\.bin, ggerganov\/whisper\.cpp\/ggml-tiny-q8_0\.bin$/,
+      ),
+    );
+    assert.deepEqual(await picks('ggerganov/whisper.cpp:base.en'), { model: 'ggml-base.en.bin', projector: null });
+    // f16 is not bf16
+    assert.deepEqual(await picks('someone/parakeet-v2:f16'), { model: 'ggml-parakeet-tdt-0.6b-v2-f16.bin', projector: null });
+    await assert.rejects(registry.acquire('someone/parakeet-v2'), rejection('invalid_model', /several model files; name one: .*bf16\.bin, .*-f16\.bin$/));
+  });
+
+  it('takes the smallest GGUF that carries the tag, and the mmproj of that tag', async (t) => {
+    const { registry, picks } = await hubRegistry(t, {
+      'owner/model-GGUF': {
+        'model-BF16.gguf': 1000,
+        'model-F16.gguf': 1000,
+        'model-Q8_0.gguf': 600,
+        'model-Q4_K_M.gguf': 400,
+        'model-Q4_0.gguf': 380,
+        'mmproj-model-f16.gguf': 200,
+        'mmproj-model-Q8_0.gguf': 120,
+      },
+    });
+    assert.deepEqual(await picks('owner/model-GGUF'), { model: 'model-Q8_0.gguf', projector: 'mmproj-model-Q8_0.gguf' });
+    assert.deepEqual(await picks('owner/model-GGUF:F16'), { model: 'model-F16.gguf', projector: 'mmproj-model-f16.gguf' });
+    assert.deepEqual(await picks('owner/model-GGUF:Q4_K'), { model: 'model-Q4_K_M.gguf', projector: 'mmproj-model-Q8_0.gguf' });
+    assert.deepEqual(await picks('owner/model-GGUF:q4'), { model: 'model-Q4_0.gguf', projector: 'mmproj-model-Q8_0.gguf' });
+    await assert.rejects(registry.acquire('owner/model-GGUF:Q2_K'), rejection('model_not_found', /has no Q2_K file \(it has model-BF16\.gguf, /));
   });
 });
