@@ -99,8 +99,8 @@ function describeTranscriptions(engine: SttEngineCase): void {
         assert.equal(typeof translated.text, 'string');
       } else {
         const refused = await fetch(`${server.base}/v1/audio/translations`, { method: 'POST', body: form({ model: 'whisper-1' }) });
+        assert.match(((await refused.clone().json()) as { error: { message: string } }).error.message, /does not translate/);
         await expectEnvelope(refused, 400, 'invalid_request', 'model');
-        assert.match(((await refused.json()) as { error: { message: string } }).error.message, /does not translate/);
         const english = await client.audio.translations.create({ file: await file(), model: 'whisper-1', language: 'en' } as never);
         assert.equal(english.text, json.text, 'audio declared English is its own translation');
       }
