@@ -12,6 +12,7 @@ import { SHARED } from '../helpers/paths.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
 import { pcm16, readWavMono } from '../helpers/wav.js';
+import { parakeetTestModel } from '../helpers/parakeet.js';
 import { whisperTestModel } from '../helpers/whisper-models.js';
 
 const SPEECH = path.join(SHARED, 'audio', 'speech');
@@ -205,25 +206,29 @@ describe('WS /v1/audio/transcriptions/realtime after POST /v1/models', () => {
   const cleanups: (() => Promise<void>)[] = [];
   after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
 
-  it('serves seed clients that send audio at once with the most recently loaded STT model at 16 kHz', async () => {
-    const model = await whisperTestModel({ size: 'tiny' });
-    const server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) });
-    const loaded = await fetch(`${server.base}/v1/models`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model_name: model }),
+  for (const [name, makeModel] of [
+    ['Whisper', () => whisperTestModel({ size: 'tiny' })],
+    ['Parakeet', () => parakeetTestModel({ size: 'tiny' })],
+  ] as const)
+    it(`serves seed clients that send audio at once with the most recently loaded STT model at 16 kHz (${name})`, async () => {
+      const model = await makeModel();
+      const server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) });
+      const loaded = await fetch(`${server.base}/v1/models`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model_name: model }),
+      });
+      assert.equal(loaded.status, 200);
+      const client = new Client(`${server.base.replace('http', 'ws')}/v1/audio/transcriptions/realtime`);
+      try {
+        await client.open();
+        client.stream(readWavMono(FIRST).samples.subarray(0, 16000), 16000);
+        assert.equal((await client.next((m) => m.status === 'ready')).model, model);
+        client.socket.send(JSON.stringify({ action: 'stop' }));
+        assert.equal(await client.closed, 1000);
+        assert.equal(client.messages.filter(isError).length, 0);
+      } finally {
+        await client.close();
+      }
     });
-    assert.equal(loaded.status, 200);
-    const client = new Client(`${server.base.replace('http', 'ws')}/v1/audio/transcriptions/realtime`);
-    try {
-      await client.open();
-      client.stream(readWavMono(FIRST).samples.subarray(0, 16000), 16000);
-      assert.equal((await client.next((m) => m.status === 'ready')).model, model);
-      client.socket.send(JSON.stringify({ action: 'stop' }));
-      assert.equal(await client.closed, 1000);
-      assert.equal(client.messages.filter(isError).length, 0);
-    } finally {
-      await client.close();
-    }
-  });
 });
