@@ -15,6 +15,7 @@ import { loadNative } from '../../src/native/load.js';
 import { planTranscription } from '../../src/services/stt/transcriber.js';
 import { parakeetTestModel, runParakeetCli, type ParakeetCliResult } from '../helpers/parakeet.js';
 import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
+import { HubDouble } from '../helpers/hub-double.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { readWavMono } from '../helpers/wav.js';
 import { whisperTestModel } from '../helpers/whisper-models.js';
@@ -149,6 +150,28 @@ describe('parakeet engine against parakeet-cli', () => {
         if (i < body.segments.length - 1) assert.match(s.text, /[.?!…。？！]/, 'segments end after a sentence end');
       });
     });
+  });
+});
+
+describe('Parakeet hub IDs', () => {
+  it('downloads ggml-org/parakeet-GGUF:q8_0 from the hub, and --stt-model may name it', async (t) => {
+    const repo = 'ggml-org/parakeet-GGUF';
+    const v3 = await parakeetTestModel({ size: 'tiny' });
+    const double = await HubDouble.start();
+    t.after(() => double.close());
+    // the tiny model under the official names; the f16 one stays unasked for
+    double.addRepo(repo, { files: { 'ggml-parakeet-tdt-0.6b-v3-q8_0.bin': v3, 'ggml-parakeet-tdt-0.6b-v3-f16.bin': v3 } });
+    const server = await startTestServer(t, { sttModel: `${repo}:q8_0` }, { HF_ENDPOINT: double.endpoint });
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(fs.readFileSync(JFK_WAV))]), 'jfk.wav');
+    form.append('model', 'whisper-1');
+    const response = await fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body: form });
+    assert.equal(response.status, 200, await response.clone().text());
+    assert.ok(((await response.json()) as { text: string }).text.length > 0);
+    const models = (await (await fetch(`${server.base}/v1/models`)).json()) as { data: { id: string; engine?: string }[] };
+    assert.equal(models.data.find((m) => m.id === `${repo}:q8_0`)?.engine, 'parakeet');
+    assert.equal(double.contentTransfers(repo, 'ggml-parakeet-tdt-0.6b-v3-q8_0.bin').length, 1);
+    assert.equal(double.contentTransfers(repo, 'ggml-parakeet-tdt-0.6b-v3-f16.bin').length, 0);
   });
 });
 
