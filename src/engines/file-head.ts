@@ -1,5 +1,8 @@
 import { open } from 'node:fs/promises';
 
+/** "ggml" as a little-endian uint32 at offset 0: whisper.cpp's model files (Whisper, Parakeet, Silero VAD). */
+export const GGML_FILE_MAGIC = 0x67676d6c;
+
 /**
  * The first `bytes` bytes of a file (fewer when it is shorter), for engines that recognise their format by its
  * header. Null when it cannot be read: a missing file, a directory or an unreadable file is not a model file of

@@ -10,7 +10,7 @@ import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
 import { abortFlagFor } from '../native/abort.js';
 import { withCoreShare } from './core-share.js';
-import { readFileHead } from './file-head.js';
+import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import { RedecodingStreamingSession } from './redecoding-streaming.js';
 import type {
   Engine,
@@ -25,7 +25,6 @@ import type {
 } from './types.js';
 import { compressionRatio } from './whisper.js';
 
-const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const SAMPLE_RATE = 16000;
 
 /** The 25 European languages of parakeet-tdt-0.6b-v3 (its model card); v2 is English only. */

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { abortFlagFor } from '../native/abort.js';
 import type { NativeVadModel, NativeVadStream } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
-import { readFileHead } from './file-head.js';
+import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import type { Engine, ResolvedModel, SpeechSegment, VadModel, VadParams, VadStream } from './types.js';
 
 /** The shipped Silero VAD v6.2.0 (dist/models/, beside the compiled code). */
@@ -25,7 +25,6 @@ export async function shippedVadModel(): Promise<string> {
   return SHIPPED_VAD_MODEL;
 }
 
-const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const MODEL_TYPE_PREFIX = 'silero';
 
 /** Reads the ggml header: magic, then a length-prefixed model type string ("silero-v6.2.0", ...). */

@@ -9,7 +9,7 @@ import type { NativeWhisperInfo, NativeWhisperModel, NativeWhisperParams, Native
 import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
 import { withCoreShare } from './core-share.js';
-import { readFileHead } from './file-head.js';
+import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import { withCallbackAbort } from '../native/abort.js';
 import type {
   Engine,
@@ -23,7 +23,6 @@ import type {
 } from './types.js';
 import { RedecodingStreamingSession } from './redecoding-streaming.js';
 
-const GGML_FILE_MAGIC = 0x67676d6c; // "ggml", little-endian uint32 at offset 0
 const SAMPLE_RATE = 16000;
 /** whisper.cpp's default fallback step: a window that fails its checks is decoded again this much hotter. */
 const TEMPERATURE_INCREMENT = 0.2;

@@ -84,8 +84,8 @@ voxd_parakeet_model::~voxd_parakeet_model() = default;
 
 std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string & path, const voxd_parakeet_load_options & options) {
     std::shared_ptr<voxd_parakeet_model> model(new voxd_parakeet_model());
-    model->m_info                   = voxd_parakeet_check_file(path);
-    model->m_max_idle               = options.max_idle_states;
+    model->m_info = voxd_parakeet_check_file(path);
+    model->m_idle.set_max_idle(options.max_idle_states);
     parakeet_context_params cparams = parakeet_context_default_params();
     if (options.use_gpu) {
         cparams.use_gpu = *options.use_gpu;
@@ -112,27 +112,14 @@ std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string
 }
 
 voxd_parakeet_model::state_ptr voxd_parakeet_model::acquire() {
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        if (!m_idle.empty()) {
-            state_ptr st = std::move(m_idle.back());
-            m_idle.pop_back();
-            return st;
-        }
+    if (state_ptr st = m_idle.take()) {
+        return st;
     }
     state_ptr st(parakeet_init_state(m_ctx.get()));
     if (!st) {
         throw voxd_error("transcription_failed", "libparakeet cannot allocate a decoding state (out of memory?)");
     }
     return st;
-}
-
-void voxd_parakeet_model::release(state_ptr st) {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    if (m_idle.size() < m_max_idle) {
-        m_idle.push_back(std::move(st));
-    }
-    // beyond max_idle: `st` is freed here
 }
 
 // ---- transcription ----
@@ -161,7 +148,7 @@ std::vector<voxd_parakeet_token> voxd_parakeet_model::transcribe(const std::vect
         }
         tokens = collect(st.get(), params.max_tokens);
     }
-    release(std::move(st));
+    m_idle.give(std::move(st));
     return tokens;
 }
 

@@ -7,10 +7,10 @@
 #pragma once
 
 #include "common/error.h"
+#include "common/idle-pool.h"
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,18 +89,15 @@ private:
     };
     using state_ptr = std::unique_ptr<parakeet_state, state_deleter>;
 
-    state_ptr acquire();        // an idle state or a newly allocated one (throws voxd_error)
-    void release(state_ptr st); // back to the pool, or freed beyond max_idle
+    state_ptr acquire(); // an idle state or a newly allocated one (throws voxd_error)
 
     std::vector<voxd_parakeet_token> collect(parakeet_state * st, int max_tokens) const;
 
     voxd_parakeet_info m_info;
     int64_t m_weight_bytes = 0;
     bool m_use_gpu         = false;
-    size_t m_max_idle      = 2;
     std::vector<std::string> m_texts; // each token id's text, made once at load
 
     std::unique_ptr<parakeet_context, context_deleter> m_ctx; // declared before `m_idle`: idle states are freed first
-    std::mutex m_mutex;                                       // guards m_idle
-    std::vector<state_ptr> m_idle;
+    voxd_idle_pool<state_ptr> m_idle;                         // states kept for reuse: each holds compute buffers
 };

@@ -18,13 +18,8 @@ void voxd_vad_pool::context_deleter::operator()(whisper_vad_context * ctx) const
 voxd_vad_pool::~voxd_vad_pool() = default;
 
 voxd_vad_pool::context_ptr voxd_vad_pool::acquire() {
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        if (!m_idle.empty()) {
-            context_ptr ctx = std::move(m_idle.back());
-            m_idle.pop_back();
-            return ctx;
-        }
+    if (context_ptr ctx = m_idle.take()) {
+        return ctx;
     }
     whisper_vad_context_params params = whisper_vad_default_context_params();
     params.n_threads                  = 1; // the model is tiny: more threads cost more in sync than they save
@@ -38,10 +33,7 @@ voxd_vad_pool::context_ptr voxd_vad_pool::acquire() {
 
 void voxd_vad_pool::release(context_ptr ctx) {
     whisper_vad_reset_state(ctx.get());
-    std::lock_guard<std::mutex> lock(m_mutex);
-    if (m_idle.size() < max_idle) {
-        m_idle.push_back(std::move(ctx));
-    }
+    m_idle.give(std::move(ctx));
 }
 
 std::vector<voxd_vad_segment> voxd_vad_pool::segments(const std::vector<float> & samples, const voxd_vad_params & params, const voxd_abort_ptr & abort) {

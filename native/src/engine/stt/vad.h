@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/error.h"
+#include "common/idle-pool.h"
 
 #include <memory>
 #include <mutex>
@@ -50,8 +51,7 @@ public:
 
 private:
     std::string m_path;
-    std::mutex m_mutex;
-    std::vector<context_ptr> m_idle;
+    voxd_idle_pool<context_ptr> m_idle{ max_idle };
 };
 
 // A streaming detector that carries LSTM state between calls, on one context of a pool held from construction

@@ -93,13 +93,8 @@ whisper_context * voxd_whisper_model::context() {
 
 voxd_whisper_model::state_ptr voxd_whisper_model::acquire() {
     whisper_context * ctx = context();
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        if (!m_idle.empty()) {
-            state_ptr st = std::move(m_idle.back());
-            m_idle.pop_back();
-            return st;
-        }
+    if (state_ptr st = m_idle.take()) {
+        return st;
     }
     state_ptr st(whisper_init_state(ctx));
     if (!st) {
@@ -109,22 +104,15 @@ voxd_whisper_model::state_ptr voxd_whisper_model::acquire() {
 }
 
 void voxd_whisper_model::release(state_ptr st) {
-    {
-        std::lock_guard<std::mutex> lock(m_mutex);
-        if (m_idle.size() < m_max_idle) {
-            m_idle.push_back(std::move(st));
-            return;
-        }
-    }
-    // beyond max_idle: `st` is freed here, outside the lock
+    m_idle.give(std::move(st));
 }
 
 // ---- model ----
 
 std::shared_ptr<voxd_whisper_model> voxd_whisper_model::load(const std::string & path, const voxd_whisper_load_options & options) {
     std::shared_ptr<voxd_whisper_model> model(new voxd_whisper_model());
-    model->m_path                    = path;
-    model->m_max_idle                = options.max_idle_states;
+    model->m_path = path;
+    model->m_idle.set_max_idle(options.max_idle_states);
     model->m_cparams                 = whisper_context_default_params();
     voxd_whisper_batch_options batch = options.batch;
     if (options.use_gpu) {

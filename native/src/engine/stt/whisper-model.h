@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/error.h"
+#include "common/idle-pool.h"
 #include "stt/whisper-batch.h"
 
 #include <memory>
@@ -64,9 +65,8 @@ private:
     std::unique_ptr<voxd_whisper_batcher> m_batcher;
     std::string m_path;
     whisper_context_params m_cparams{}; // for whisper.cpp's context, loaded on first use
-    size_t m_max_idle = 2;              // idle whisper.cpp states kept for reuse: each holds compute buffers and KV caches
 
-    std::mutex m_mutex; // guards m_ctx, m_idle
-    context_ptr m_ctx;  // declared before `m_idle`: idle states are freed first
-    std::vector<state_ptr> m_idle;
+    std::mutex m_mutex;               // guards m_ctx
+    context_ptr m_ctx;                // declared before `m_idle`: idle states are freed first
+    voxd_idle_pool<state_ptr> m_idle; // whisper.cpp states kept for reuse: each holds compute buffers and KV caches
 };
