@@ -101,7 +101,7 @@ std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string
     model->m_weight_bytes = voxd_file_bytes(path);
     model->m_texts.resize((size_t) model->m_info.n_vocab + 1);
     for (int32_t id = 0; id <= model->m_info.n_vocab; id++) {
-        const char * piece = parakeet_token_to_str(model->m_ctx.get(), id);
+        const char * piece = parakeet_token_to_str(model->m_ctx.get(), id); // owned by the context's vocabulary
         const int len      = parakeet_token_to_text(piece, false, nullptr, 0);
         std::string & text = model->m_texts[(size_t) id];
         text.resize((size_t) len + 1);
@@ -140,7 +140,7 @@ std::vector<voxd_parakeet_token> voxd_parakeet_model::transcribe(const std::vect
         fp.n_threads                = threads;
         fp.no_context               = true;
         fp.abort_callback           = [](void * data) { return static_cast<std::atomic<bool> *>(data)->load(std::memory_order_relaxed); };
-        fp.abort_callback_user_data = abort.get();
+        fp.abort_callback_user_data = abort.get(); // borrowed: `abort` outlives the call
         const int rc                = parakeet_full_with_state(m_ctx.get(), st.get(), fp, samples.data(), (int) samples.size());
         voxd_check_abort(abort); // the state is freed: an aborted call may leave it mid-graph
         if (rc != 0) {

@@ -91,6 +91,7 @@ private:
 
     state_ptr acquire(); // an idle state or a newly allocated one (throws voxd_error)
 
+    // The tokens of a finished call; `st` is borrowed.
     std::vector<voxd_parakeet_token> collect(parakeet_state * st, int max_tokens) const;
 
     voxd_parakeet_info m_info;
