@@ -69,6 +69,8 @@ export async function isParakeetFile(path: string): Promise<boolean> {
 
 /** A sentence ends at a token that ends in one of these (the pieces carry their punctuation). */
 const SENTENCE_END = /[.?!…。？！]$/u;
+/** A segment without a sentence end is cut at the next word past this: subtitles stay readable, live windows cut. */
+const MAX_SEGMENT_SECONDS = 10;
 
 /** Tokens grouped into words: a word starts at a piece that starts one (or at the first piece) and ends before the next. */
 function wordsOf(tokens: NativeParakeetToken[]): TranscriptionWord[] {
@@ -85,13 +87,15 @@ function wordsOf(tokens: NativeParakeetToken[]): TranscriptionWord[] {
   return words.filter((w) => w.word !== '');
 }
 
-/** The transcript cut into sentences, each with the vendor's segment fields. */
+/** The transcript cut into sentences (and sentences longer than 10 s at a word), with the vendor's segment fields. */
 export function parakeetSegments(tokens: NativeParakeetToken[], wordTimestamps: boolean): TranscriptionSegment[] {
   // a sentence's last word keeps any pieces after its punctuation: the next segment starts with the next word
   const groups: NativeParakeetToken[][] = [[]];
   let sentenceEnded = false;
   for (const token of tokens) {
-    if (sentenceEnded && token.wordStart) {
+    const current = groups.at(-1) as NativeParakeetToken[];
+    const tooLong = current.length > 0 && token.start - (current[0] as NativeParakeetToken).start >= MAX_SEGMENT_SECONDS;
+    if ((sentenceEnded || tooLong) && token.wordStart) {
       groups.push([]);
       sentenceEnded = false;
     }
@@ -140,8 +144,8 @@ class ParakeetSttModel implements SttModel {
       wordTimestamps: true,
       languages: info.multilingual ? PARAKEET_V3_LANGUAGES : ['en'],
       vadChunking: true,
-      // libparakeet's short path: graphs made once for 50 s; longer uploads are cut at pauses into chunks this long
-      chunkSeconds: info.nAudioCtx / 100,
+      // libparakeet's short path (50 s in every converted file): longer uploads are cut at pauses into chunks this long
+      chunkSeconds: Math.min(Math.max(info.nAudioCtx / 100, 10), 60),
     };
   }
 

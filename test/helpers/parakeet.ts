@@ -44,7 +44,7 @@ export interface ParakeetCliToken {
   duration: number;
   /** softmax over the tokens and the blank, not the durations; 4 decimals as printed */
   p: number;
-  /** the token's raw joint logit (not a log-probability); 4 decimals as printed */
+  /** the token's log-probability, normalised together with the blank and the duration logits; 4 decimals as printed */
   plog: number;
   t0: number;
   t1: number;

@@ -3,6 +3,7 @@
 #include "common/executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 Napi::Function voxd_abort_flag::define(Napi::Env env) {
@@ -98,4 +99,17 @@ private:
 
 void voxd_run_in_background(Napi::Env env, const char * name, std::function<void()> work) {
     (new voxd_background_worker(env, name, std::move(work)))->Queue(); // owned by libuv until done
+}
+
+std::optional<int> voxd_integer_option(Napi::Env env, const Napi::Object & options, const char * key, int lo, int hi, const char * where) {
+    Napi::Value v = options.Get(key);
+    if (v.IsUndefined() || v.IsNull()) {
+        return std::nullopt;
+    }
+    const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+    if (!(d >= lo && d <= hi) || d != std::floor(d)) {
+        throw voxd_make_js_error(env, "invalid_argument",
+                                 std::string(where) + ": " + key + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return (int) d;
 }

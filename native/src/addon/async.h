@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -157,6 +158,10 @@ private:
 // Runs `work` on a libuv worker thread with no promise of its own, for work that reports through its own channel
 // (a batched job's thread-safe function). `work` must not throw.
 void voxd_run_in_background(Napi::Env env, const char * name, std::function<void()> work);
+
+// An optional integer option `key` of `options` in [lo, hi] (undefined or null: none); throws a JS `invalid_argument`
+// error naming `where` (the call) otherwise.
+std::optional<int> voxd_integer_option(Napi::Env env, const Napi::Object & options, const char * key, int lo, int hi, const char * where);
 
 // Copies a Float32Array argument (the JS buffer may be reused or collected while the worker runs).
 std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * what);

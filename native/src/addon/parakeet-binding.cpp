@@ -4,9 +4,6 @@
 
 #include "stt/parakeet-model.h"
 
-#include <cmath>
-#include <optional>
-
 namespace {
 
 // JS: `ParakeetModel.load(path, { useGpu?, gpuDevice?, maxIdleStates? }) -> Promise<ParakeetModel>`; `model.info()`;
@@ -49,20 +46,6 @@ private:
     voxd_external_memory m_memory; // the weights, reported to V8 while this object holds them
 };
 
-// An optional integer option `key` of `o` in [lo, hi]; `where` names the call in the error.
-std::optional<int> integer_option(Napi::Env env, const Napi::Object & o, const char * key, int lo, int hi, const char * where) {
-    Napi::Value v = o.Get(key);
-    if (v.IsUndefined() || v.IsNull()) {
-        return std::nullopt;
-    }
-    const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
-    if (!(d >= lo && d <= hi) || d != std::floor(d)) {
-        throw voxd_make_js_error(env, "invalid_argument",
-                                 std::string(where) + ": " + key + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    }
-    return (int) d;
-}
-
 Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (!info[0].IsString()) {
@@ -75,8 +58,8 @@ Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
         if (o.Get("useGpu").IsBoolean()) {
             options.use_gpu = o.Get("useGpu").As<Napi::Boolean>().Value();
         }
-        options.gpu_device = integer_option(env, o, "gpuDevice", 0, 64, "ParakeetModel.load");
-        if (auto v = integer_option(env, o, "maxIdleStates", 0, 64, "ParakeetModel.load")) {
+        options.gpu_device = voxd_integer_option(env, o, "gpuDevice", 0, 64, "ParakeetModel.load");
+        if (auto v = voxd_integer_option(env, o, "maxIdleStates", 0, 64, "ParakeetModel.load")) {
             options.max_idle_states = (size_t) *v;
         }
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
@@ -117,8 +100,8 @@ Napi::Value voxd_parakeet_model_js::transcribe(const Napi::CallbackInfo & info) 
     voxd_parakeet_params params;
     if (info[1].IsObject()) {
         const Napi::Object o = info[1].As<Napi::Object>();
-        params.threads       = integer_option(env, o, "threads", 1, 256, "ParakeetModel.transcribe").value_or(params.threads);
-        params.max_tokens    = integer_option(env, o, "maxTokens", 0, 1 << 30, "ParakeetModel.transcribe").value_or(0);
+        params.threads       = voxd_integer_option(env, o, "threads", 1, 256, "ParakeetModel.transcribe").value_or(params.threads);
+        params.max_tokens    = voxd_integer_option(env, o, "maxTokens", 0, 1 << 30, "ParakeetModel.transcribe").value_or(0);
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "ParakeetModel.transcribe(samples, params): params must be an object");
     }

@@ -271,17 +271,7 @@ Napi::Value voxd_whisper_model_js::load(const Napi::CallbackInfo & info) {
     voxd_whisper_load_options options;
     if (info[1].IsObject()) {
         Napi::Object o = info[1].As<Napi::Object>();
-        auto integer   = [&](const char * key, int lo, int hi) -> std::optional<int> {
-            Napi::Value v = o.Get(key);
-            if (v.IsUndefined() || v.IsNull())
-                return std::nullopt;
-            const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
-            if (!(d >= lo && d <= hi) || d != std::floor(d))
-                throw voxd_make_js_error(env, "invalid_argument",
-                                           std::string("WhisperModel.load: ") + key + " must be an integer in [" + std::to_string(lo) + ", " +
-                                               std::to_string(hi) + "]");
-            return (int) d;
-        };
+        auto integer   = [&](const char * key, int lo, int hi) { return voxd_integer_option(env, o, key, lo, hi, "WhisperModel.load"); };
         if (o.Get("useGpu").IsBoolean())
             options.use_gpu = o.Get("useGpu").As<Napi::Boolean>().Value();
         if (o.Get("flashAttn").IsBoolean())

@@ -34,7 +34,8 @@ export async function transcribeSpeechChunks(
 ): Promise<TranscriptionResult> {
   const rate = model.sampleRate;
   const duration = samples.length / rate;
-  const spans = groupSpeech(await vad.segments(samples, {}, options.signal), maxChunkSeconds, duration);
+  // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
+  const spans = groupSpeech(await vad.segments(samples, { maxSpeechDurationS: maxChunkSeconds }, options.signal), maxChunkSeconds, duration);
   const segments: TranscriptionSegment[] = [];
   let language = options.language ?? null;
   for (const span of spans) {

@@ -46,8 +46,28 @@ void voxd_ggml_file_check::read_magic() {
     }
 }
 
-void voxd_ggml_file_check::check_tensors(int min_dims, int64_t expected) {
+bool voxd_ggml_ftype_known(int32_t ftype) {
+    switch ((ggml_ftype) (ftype % GGML_QNT_VERSION_FACTOR)) {
+        case GGML_FTYPE_ALL_F32:
+        case GGML_FTYPE_MOSTLY_F16:
+        case GGML_FTYPE_MOSTLY_BF16:
+        case GGML_FTYPE_MOSTLY_Q4_0:
+        case GGML_FTYPE_MOSTLY_Q4_1:
+        case GGML_FTYPE_MOSTLY_Q5_0:
+        case GGML_FTYPE_MOSTLY_Q5_1:
+        case GGML_FTYPE_MOSTLY_Q8_0:
+        case GGML_FTYPE_MOSTLY_Q2_K:
+        case GGML_FTYPE_MOSTLY_Q3_K:
+        case GGML_FTYPE_MOSTLY_Q4_K:
+        case GGML_FTYPE_MOSTLY_Q5_K:
+        case GGML_FTYPE_MOSTLY_Q6_K: return ftype >= 0;
+        default: return false;
+    }
+}
+
+int64_t voxd_ggml_file_check::check_tensors(int min_dims, int64_t expected) {
     std::unordered_set<std::string> names;
+    int64_t total = 0;
     while ((int64_t) m_in.tellg() < m_size) {
         const int32_t n_dims   = read_i32();
         const int32_t name_len = read_i32();
@@ -65,8 +85,11 @@ void voxd_ggml_file_check::check_tensors(int min_dims, int64_t expected) {
                 fail("bad tensor shape");
             }
             n_elements *= ne[i];
+            if (n_elements > (int64_t(1) << 34)) { // checked per dimension: four of up to 2^24 would overflow
+                fail("bad tensor shape");
+            }
         }
-        if (blck <= 0 || ne[0] % blck != 0 || n_elements > (int64_t(1) << 34)) {
+        if (blck <= 0 || ne[0] % blck != 0) {
             fail("bad tensor type or shape");
         }
         std::string name(name_len, '\0');
@@ -75,8 +98,10 @@ void voxd_ggml_file_check::check_tensors(int min_dims, int64_t expected) {
             fail("tensor '" + name + "' appears twice");
         }
         skip(n_elements / blck * (int64_t) ggml_type_size(type));
+        total += n_elements;
     }
     if ((int64_t) names.size() != expected) {
         fail(names.empty() ? "it has no tensors" : "it has " + std::to_string(names.size()) + " tensors, expected " + std::to_string(expected));
     }
+    return total;
 }

@@ -9,6 +9,10 @@
 #include <fstream>
 #include <string>
 
+// True for the file types (ftype, after GGML_QNT_VERSION_FACTOR) ggml maps to a weight type: ggml asserts on the
+// others, and the engine libraries ask it without checking.
+bool voxd_ggml_ftype_known(int32_t ftype);
+
 class voxd_ggml_file_check {
 public:
     // Opens `path` for `what` (the format's name in messages: "whisper.cpp model").
@@ -21,8 +25,8 @@ public:
     // Checks the ggml magic; the first read.
     void read_magic();
     // Walks the tensor records to the end of the file: each complete, with `min_dims`..4 dimensions, each name
-    // once, and `expected` of them in all.
-    void check_tensors(int min_dims, int64_t expected);
+    // once, and `expected` of them in all. Returns their elements, summed.
+    int64_t check_tensors(int min_dims, int64_t expected);
 
 private:
     std::string m_path;

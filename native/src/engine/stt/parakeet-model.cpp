@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 
 // ---- file check ----
 
@@ -23,12 +24,15 @@ static voxd_parakeet_info voxd_parakeet_check_file(const std::string & path) {
     }
     const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_mels, ftype, n_fft, subsampling, n_channels, n_kernel, n_pred_dim,
                 n_pred_layers, n_durations, n_max_symbols] = hp;
-    // the graph hard-codes three stride-2 convolutions (a factor of 8) and sine/cosine pairs per position
-    const bool sane = n_vocab > 0 && n_vocab <= (1 << 20) && n_audio_ctx > 0 && n_audio_ctx <= (1 << 20) && n_audio_state > 0 && n_audio_state <= (1 << 16) &&
-                      n_audio_state % 2 == 0 && n_audio_head > 0 && n_audio_state % n_audio_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 &&
-                      n_mels > 0 && n_mels <= 512 && n_mels % 8 == 0 && ftype >= 0 && n_fft >= 2 && n_fft <= 4096 && subsampling == 8 && n_channels > 0 &&
+    // The graph hard-codes three stride-2 convolutions (a factor of 8) and sine/cosine pairs per position; the loader
+    // makes room for at most 9 prediction-network tensors (2 LSTM layers), keeps n_vocab x n_audio_ctx logits in an
+    // int, and decodes up to n_max_tokens symbols per frame.
+    const bool sane = n_vocab > 0 && n_vocab <= (1 << 20) && n_audio_ctx >= 100 && n_audio_ctx <= (1 << 16) &&
+                      (int64_t) n_vocab * n_audio_ctx < (int64_t(1) << 31) && n_audio_state > 0 && n_audio_state <= (1 << 16) && n_audio_state % 2 == 0 &&
+                      n_audio_head > 0 && n_audio_state % n_audio_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 && n_mels > 0 && n_mels <= 512 &&
+                      n_mels % 8 == 0 && voxd_ggml_ftype_known(ftype) && n_fft >= 2 && n_fft <= 4096 && subsampling == 8 && n_channels > 0 &&
                       n_channels <= 4096 && n_kernel > 0 && n_kernel % 2 == 1 && n_kernel <= 255 && n_pred_dim > 0 && n_pred_dim <= (1 << 14) &&
-                      n_pred_layers > 0 && n_pred_layers <= 16 && n_durations > 0 && n_durations <= 64 && n_max_symbols > 0;
+                      n_pred_layers > 0 && n_pred_layers <= 2 && n_durations > 0 && n_durations <= 64 && n_max_symbols > 0 && n_max_symbols <= 100;
     if (!sane) {
         file.fail("implausible hyperparameters");
     }
@@ -44,7 +48,12 @@ static voxd_parakeet_info voxd_parakeet_check_file(const std::string & path) {
         file.fail("bad window length");
     }
     file.skip((int64_t) n_window * (int64_t) sizeof(float));
-    file.skip((int64_t) n_durations * (int64_t) sizeof(uint32_t));
+    // a duration is how many encoder frames a token advances: a huge one overflows the frame index
+    for (int32_t i = 0; i < n_durations; i++) {
+        if ((uint32_t) file.read_i32() > 64) {
+            file.fail("a TDT duration is over 64 frames");
+        }
+    }
 
     // libparakeet reads as many pieces as the file says but indexes them by n_vocab
     if (file.read_i32() != n_vocab) {
@@ -64,9 +73,19 @@ static voxd_parakeet_info voxd_parakeet_check_file(const std::string & path) {
             info.multilingual || std::any_of(piece.begin(), piece.end(), [](char c) { return (unsigned char) c >= 0xC3 && (unsigned char) c < 0xE2; });
     }
 
-    // as many tensors as parakeet_model_load creates: subsampling 12, per layer 29, the embedding, 3 per LSTM layer,
-    // joint 6 (the 0-d BatchNorm counter included)
-    file.check_tensors(0, 12 + 29 * (int64_t) n_audio_layer + 1 + 3 * (int64_t) n_pred_layers + 6);
+    // As many tensors as parakeet_model_load creates (subsampling 12, per layer 29, the embedding, 3 per LSTM layer,
+    // joint 6, the 0-d BatchNorm counter included), holding as many elements as it allocates from the hparams before
+    // reading any: hparams that ask for more than the file holds would fail that allocation, which it does not check.
+    const int64_t d = n_audio_state, c = n_channels, p = n_pred_dim, v = n_vocab, k = n_kernel;
+    const int64_t subsampling_elements = 32 * c + 2 * c * c + (n_mels / 8) * c * d + d;
+    const int64_t layer_elements       = 24 * d * d + (16 + k) * d + 1;
+    const int64_t prediction_elements  = p * (v + 1) + n_pred_layers * (8 * p * p + 4 * p);
+    const int64_t joint_elements       = p * p + p + d * p + p + (p + 1) * (v + 1 + n_durations);
+    const int64_t expected_elements    = subsampling_elements + n_audio_layer * layer_elements + prediction_elements + joint_elements;
+    const int64_t elements             = file.check_tensors(0, 12 + 29 * (int64_t) n_audio_layer + 1 + 3 * (int64_t) n_pred_layers + 6);
+    if (elements != expected_elements) {
+        file.fail("its tensors hold " + std::to_string(elements) + " values where the hyperparameters call for " + std::to_string(expected_elements));
+    }
     return info;
 }
 
@@ -130,6 +149,9 @@ std::vector<voxd_parakeet_token> voxd_parakeet_model::transcribe(const std::vect
     if (samples.size() < min_samples) {
         return {};
     }
+    if (samples.size() > (size_t) INT_MAX) {
+        throw voxd_error("invalid_argument", "the clip is longer than libparakeet takes (2^31 samples)");
+    }
     state_ptr st = acquire();
     // a GPU runs the graphs; the CPU thread only feeds it
     const int threads = m_use_gpu ? 1 : std::max(1, std::min(params.threads, voxd_cpu_gate::available_cores()));
@@ -148,7 +170,10 @@ std::vector<voxd_parakeet_token> voxd_parakeet_model::transcribe(const std::vect
         }
         tokens = collect(st.get(), params.max_tokens);
     }
-    m_idle.give(std::move(st));
+    // a clip past the short path re-made the state's encoder buffers at its length: keep only states of the usual size
+    if (samples.size() <= (size_t) m_info.n_audio_ctx * 160) {
+        m_idle.give(std::move(st));
+    }
     return tokens;
 }
 

@@ -28,13 +28,12 @@ static void voxd_whisper_check_file(const std::string & path) {
         v = file.read_i32();
     }
     const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state, n_text_head, n_text_layer, n_mels, ftype] = hp;
-    (void) ftype; // whisper.cpp rejects unknown ftypes cleanly itself
 
     // whisper.cpp hard-codes the special token ids of the Whisper tokenizer: smaller vocabularies index past them
     const bool sane = n_vocab >= 51864 && n_vocab <= (1 << 20) && n_audio_ctx > 0 && n_audio_ctx <= (1 << 16) && n_text_ctx > 0 && n_text_ctx <= (1 << 16) &&
                       n_audio_state > 0 && n_audio_state <= (1 << 16) && n_text_state == n_audio_state && n_audio_head > 0 &&
                       n_audio_state % n_audio_head == 0 && n_text_head > 0 && n_text_state % n_text_head == 0 && n_audio_layer > 0 && n_audio_layer <= 256 &&
-                      n_text_layer > 0 && n_text_layer <= 256 && n_mels > 0 && n_mels <= 512;
+                      n_text_layer > 0 && n_text_layer <= 256 && n_mels > 0 && n_mels <= 512 && voxd_ggml_ftype_known(ftype);
     if (!sane) {
         file.fail("implausible hyperparameters");
     }
