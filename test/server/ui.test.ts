@@ -90,6 +90,9 @@ async function optionText(page: Page, select: string, value: string): Promise<st
   return offered.find(([offeredValue]) => offeredValue === value)?.[1];
 }
 
+/** A word wider than a phone's screen, as URLs and compound words are. */
+const LONG_WORD = 'Donaudampfschifffahrtsgesellschaftskapitänswitwenrentenversicherung';
+
 /** A file that is not audio at all. */
 const NOT_AUDIO = { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('not audio at all\n') };
 
@@ -386,6 +389,30 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     await live.getByRole('button', { name: /Stop/ }).click();
     await live.getByRole('button', { name: /Start live transcription/ }).waitFor({ timeout: WAIT_MS });
     assert.ok(await page.locator('#live-model').isEnabled());
+  });
+
+  it('wraps a word wider than the screen (360 px) in segments, word buttons and live turns', async () => {
+    // the transcripts the Parakeet test left in both views, one word of each made long: a random-weight model's are short
+    await page.setViewportSize({ width: 360, height: 740 });
+    try {
+      for (const [view, selectors] of [
+        ['transcribe', ['.segment-text', '.word']],
+        ['live', ['.turns li']],
+      ] as const) {
+        await page.evaluate((id) => (location.hash = id), view);
+        await page.locator(`#view-${view}`).waitFor({ state: 'visible' });
+        for (const selector of selectors) {
+          await page
+            .locator(`#view-${view} ${selector}`)
+            .first()
+            .evaluate((element, word) => (element.textContent += ` ${word}`), LONG_WORD);
+        }
+        const width = await page.evaluate(() => document.documentElement.scrollWidth);
+        assert.ok(width <= 360, `#${view} is ${width} px wide at 360 px`);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
   });
 
   it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {
