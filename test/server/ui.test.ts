@@ -13,7 +13,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Page } from 'playwright-core';
-import { ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
+import { parakeetTestModel } from '../helpers/parakeet.js';
+import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
 import { transportUnderTest } from '../helpers/transport.js';
 
@@ -82,6 +83,15 @@ async function screenshots(page: Page, name: string): Promise<void> {
 async function showView(page: Page, name: RegExp): Promise<void> {
   await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name }).click();
 }
+
+/** The text of the option a <select> offers for `value`; undefined when it offers none. */
+async function optionText(page: Page, select: string, value: string): Promise<string | undefined> {
+  const offered = await page.locator(`${select} option`).evaluateAll((all: HTMLOptionElement[]) => all.map((option) => [option.value, option.text]));
+  return offered.find(([offeredValue]) => offeredValue === value)?.[1];
+}
+
+/** A word wider than a phone's screen, as URLs and compound words are. */
+const LONG_WORD = 'Donaudampfschifffahrtsgesellschaftskapitänswitwenrentenversicherung';
 
 /** A file that is not audio at all. */
 const NOT_AUDIO = { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('not audio at all\n') };
@@ -308,6 +318,101 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.doesNotMatch((await liveTab.textContent()) ?? '', /running/);
     const meter = page.getByRole('meter', { name: 'Microphone level', includeHidden: true });
     assert.equal(await meter.getAttribute('aria-valuenow'), '0', 'a stopped microphone reads 0');
+  });
+
+  it('offers a Parakeet model in Transcribe and Live like any STT model: a word seeks to its start, live turns complete', async () => {
+    const model = await parakeetTestModel({ size: 'tiny' });
+    // loaded as a person would, by its path in the Models view, which names its engine
+    await page.goto(`${served.ui}/#models`);
+    await page.locator('#model-id').fill(model);
+    await page.getByRole('button', { name: 'Load', exact: true }).click();
+    const row = page.locator(`tr[data-model="${model}"]`);
+    await row
+      .locator('.badge')
+      .filter({ hasText: /^loaded$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.equal(await row.locator('.model-task').innerText(), 'speech to text');
+    assert.equal(await row.locator('.model-engine').innerText(), 'parakeet');
+
+    await showView(page, /^Transcribe/);
+    const view = page.locator('#view-transcribe');
+    // by its file name first: a closed picker shows only the start of a long path
+    const label = `${path.basename(model)} (${path.dirname(model)})`;
+    assert.equal(await optionText(page, '#transcribe-model', model), label);
+    await page.locator('#transcribe-model').selectOption(model);
+    await view.locator('input[type=file]').setInputFiles(JFK_WAV);
+    await page.locator('#transcribe-words').check();
+    const [answer] = await Promise.all([
+      page.waitForResponse(/\/v1\/audio\/transcriptions$/, { timeout: WAIT_MS }),
+      page.getByRole('button', { name: 'Transcribe', exact: true }).click(),
+    ]);
+    const { words } = (await answer.json()) as { words: { word: string; start: number }[] };
+    const buttons = view.locator('.word');
+    await buttons.first().waitFor({ timeout: WAIT_MS });
+    assert.equal(await buttons.count(), words.length, 'every word has its button');
+    const index = Math.floor((words.length * 2) / 3); // well into the clip, so a seek is told from the start
+    await buttons.nth(index).click();
+    const time = await page.locator('audio[aria-label="Uploaded audio"]').evaluate((element: HTMLAudioElement) => element.currentTime);
+    const start = words[index]!.start;
+    assert.ok(start > 1 && Math.abs(time - start) < 0.3, `word ${index} starts at ${start} s; the audio is at ${time} s`);
+    assert.equal(await page.locator('#transcript-title').innerText(), 'Transcript', 'no language the model did not identify');
+    await screenshots(page, 'transcribe-parakeet');
+
+    // it does not translate: audio declared English gets its transcript, as the API's refusal without one says
+    await page.locator('#transcribe-task').selectOption('translations');
+    await page.locator('#transcribe-language').fill('en');
+    await page.getByRole('button', { name: 'Translate', exact: true }).click();
+    await page
+      .locator('#transcript-title')
+      .filter({ hasText: /^Transcript \(english\)$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.ok(await page.locator('#transcribe-error').isHidden());
+    await page.locator('#transcribe-task').selectOption('transcriptions');
+    await page.locator('#transcribe-language').fill('');
+
+    await showView(page, /^Live/);
+    const live = page.locator('#view-live');
+    assert.equal(await optionText(page, '#live-model', model), label);
+    await page.locator('#live-model').selectOption(model);
+    const clear = live.getByRole('button', { name: 'Clear' });
+    if (await clear.isEnabled()) await clear.click();
+    const [socket] = await Promise.all([page.waitForEvent('websocket'), live.getByRole('button', { name: /Start live transcription/ }).click()]);
+    assert.ok(socket.url().endsWith(`/v1/realtime?model=${encodeURIComponent(model)}`), socket.url());
+    assert.ok(await page.locator('#live-model').isDisabled(), 'a running session keeps its model');
+    // random weights: any text at all, but some
+    await live
+      .locator('.turns li.done')
+      .filter({ hasText: /[^\s…]/ })
+      .first()
+      .waitFor({ timeout: 45_000 });
+    await screenshots(page, 'live-parakeet');
+    await live.getByRole('button', { name: /Stop/ }).click();
+    await live.getByRole('button', { name: /Start live transcription/ }).waitFor({ timeout: WAIT_MS });
+    assert.ok(await page.locator('#live-model').isEnabled());
+  });
+
+  it('wraps a word wider than the screen (360 px) in segments, word buttons and live turns', async () => {
+    // the transcripts the Parakeet test left in both views, one word of each made long: a random-weight model's are short
+    await page.setViewportSize({ width: 360, height: 740 });
+    try {
+      for (const [view, selectors] of [
+        ['transcribe', ['.segment-text', '.word']],
+        ['live', ['.turns li']],
+      ] as const) {
+        await page.evaluate((id) => (location.hash = id), view);
+        await page.locator(`#view-${view}`).waitFor({ state: 'visible' });
+        for (const selector of selectors) {
+          await page
+            .locator(`#view-${view} ${selector}`)
+            .first()
+            .evaluate((element, word) => (element.textContent += ` ${word}`), LONG_WORD);
+        }
+        const width = await page.evaluate(() => document.documentElement.scrollWidth);
+        assert.ok(width <= 360, `#${view} is ${width} px wide at 360 px`);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
   });
 
   it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {

@@ -235,26 +235,37 @@ export function fileStem(...parts: string[]): string {
   return [...parts, stamp].map((part) => part.replace(/[^\w.-]+/g, '_')).join('-');
 }
 
-/** A <select> of model IDs, aliases marked with the model they stand for. */
+/**
+ * A model as a picker shows it: a local file (its ID is its absolute path) by its name before its folder, since a
+ * closed <select> shows only the start of its text; any other ID as it is.
+ */
+function modelLabel(id: string): string {
+  const slash = id.lastIndexOf('/');
+  return id.startsWith('/') && slash > 0 ? `${id.slice(slash + 1)} (${id.slice(0, slash)})` : id;
+}
+
+/** A <select> of model IDs, aliases marked with the model they stand for; the chosen ID in full on hover. */
 export function ModelPicker({
   id,
   models,
   value,
   onChange,
   describedBy,
+  disabled,
 }: {
   id: string;
   models: ModelInfo[];
   value: string;
   onChange: (id: string) => void;
   describedBy?: string;
+  disabled?: boolean;
 }) {
   return (
-    <select id={id} value={value} onChange={(event) => onChange(event.currentTarget.value)} aria-describedby={describedBy}>
+    <select id={id} value={value} title={value} disabled={disabled} onChange={(event) => onChange(event.currentTarget.value)} aria-describedby={describedBy}>
       {models.length === 0 && <option value="">(no model available)</option>}
       {models.map((model) => (
         <option key={model.id} value={model.id}>
-          {model.target ? `${model.id} → ${model.target}` : model.id}
+          {model.target ? `${model.id} → ${modelLabel(model.target)}` : modelLabel(model.id)}
         </option>
       ))}
     </select>

@@ -155,7 +155,7 @@ export function LiveView({ models, onRunningChange }: { models: ModelInfo[]; onR
         <div class="row">
           <div class="field">
             <label for="live-model">Model</label>
-            <ModelPicker id="live-model" models={sttModels} value={model} onChange={setModel} />
+            <ModelPicker id="live-model" models={sttModels} value={model} onChange={setModel} disabled={live} />
           </div>
           <div class="field">
             <label for="live-device">Microphone</label>

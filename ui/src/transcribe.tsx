@@ -32,6 +32,9 @@ interface VerboseTranscript {
   words?: Word[];
 }
 
+/** The language a model that does not identify languages (Parakeet v3) reports when none was given: not worth a heading. */
+const UNIDENTIFIED_LANGUAGE = 'unknown';
+
 /**
  * Export buttons. The page holds the verbose_json answer; the other formats are rendered from it by the server's
  * own renderer (bundled), so an export neither asks the API again nor formats differently from it.
@@ -99,7 +102,8 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
     body.append('file', file, file.name);
     body.append('model', model);
     body.append('response_format', 'verbose_json');
-    if (language.trim() && task === 'transcriptions') body.append('language', language.trim());
+    // translations take it too: a model that cannot identify languages (Parakeet v3) translates English audio only when told
+    if (language.trim()) body.append('language', language.trim());
     body.append('timestamp_granularities[]', 'segment');
     if (words) body.append('timestamp_granularities[]', 'word');
     try {
@@ -165,14 +169,7 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
           </div>
           <div class="field">
             <label for="transcribe-language">Language</label>
-            <input
-              id="transcribe-language"
-              type="text"
-              value={language}
-              placeholder="auto (e.g. en)"
-              disabled={task === 'translations'}
-              onInput={(e) => setLanguage(e.currentTarget.value)}
-            />
+            <input id="transcribe-language" type="text" value={language} placeholder="auto (e.g. en)" onInput={(e) => setLanguage(e.currentTarget.value)} />
           </div>
           <div class="field checkbox">
             <input id="transcribe-words" type="checkbox" checked={words} onChange={(e) => setWords(e.currentTarget.checked)} />
@@ -191,7 +188,7 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
       {transcript && (
         <section class="card" aria-labelledby="transcript-title">
           <div class="card-head">
-            <h3 id="transcript-title">Transcript{transcript.language ? ` (${transcript.language})` : ''}</h3>
+            <h3 id="transcript-title">Transcript{transcript.language && transcript.language !== UNIDENTIFIED_LANGUAGE ? ` (${transcript.language})` : ''}</h3>
             <div class="actions" role="group" aria-label="Export the transcript">
               {EXPORTS.map((choice) => (
                 <button key={choice.label} type="button" class="secondary small" onClick={() => exportAs(choice)}>
