@@ -9,7 +9,14 @@
  *  4. batched Whisper (random base-size model): 4 and 8 concurrent transcriptions vs the same in series, for
  *     jfk.wav (11 s) and a 60 s clip (target ≥ 1.6x for 4 on 2 cores); the latency of short requests arriving
  *     while a long one runs (p95, against the short request alone); 8 realtime sessions streaming at real-time
- *     pace, the lag from the commit to the transcript (against one session alone); the batcher's stage sums.
+ *     pace, the lag from the commit to the transcript (against one session alone); the batcher's stage sums;
+ *  5. Parakeet TDT on the realistic-size random model (the 0.6B shapes): one transcription over HTTP vs whisper.cpp's
+ *     `parakeet-cli` (target ≤ 1.05x, texts equal), 4 and 8 concurrent vs in series, seconds of audio per second on a
+ *     60 s clip beside the random base Whisper model, and 8 live sessions at real-time pace with each one's lag after
+ *     its commit (target: lag p95 ≤ 1 s on 2 cores) at three --realtime-transcription-delay-ms settings. Each figure
+ *     comes with the machine's load meanwhile: the cores are shared, and ggml's spinning threads slow down many times
+ *     over when other processes hold a core.
+ * `--parakeet-only` runs part 5 alone.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -18,7 +25,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import WebSocket from 'ws';
-import { resolveConfig } from '../src/config.js';
+import { type Config, resolveConfig } from '../src/config.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/load.js';
@@ -29,6 +36,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
 const JFK_MP3 = path.join(speech, 'jfk.mp3');
 const JFK_WAV = path.join(speech, 'jfk.wav');
+// long Parakeet uploads are cut at the VAD's pauses; the servers here fetch nothing
+const VAD_MODEL = path.join(root, '..', 'shared', 'models', 'silero', 'ggml-silero-v6.2.0.bin');
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -58,10 +67,21 @@ async function benchDecoder(runs: number): Promise<void> {
 
 type Transcribe = (file?: Buffer) => Promise<string>;
 
-/** A voxd server on a loopback port whose default STT model is `sttModel`; `transcribe` posts a file (jfk.wav by default). */
-async function withServer(label: string, sttModel: string, run: (transcribe: Transcribe, port: number) => Promise<void>): Promise<void> {
+/**
+ * A voxd server on a loopback port whose default STT model is `sttModel` (and `settings` besides); `transcribe` posts
+ * a file (jfk.wav by default).
+ */
+async function withServer(
+  label: string,
+  sttModel: string,
+  run: (transcribe: Transcribe, port: number) => Promise<void>,
+  settings: Partial<Record<keyof Config, unknown>> = {},
+): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-'));
-  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), sttModel, maxQueue: 64 }, {});
+  const config = resolveConfig(
+    { host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), sttModel, maxQueue: 64, vadModel: VAD_MODEL, ...settings },
+    {},
+  );
   const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
   const jfk = fs.readFileSync(JFK_WAV);
   const transcribe = async (file: Buffer = jfk): Promise<string> => {
@@ -83,45 +103,83 @@ async function withServer(label: string, sttModel: string, run: (transcribe: Tra
   }
 }
 
-async function benchAgainstWhisperCli(model: string, runs: number): Promise<void> {
-  const cli = buildTreeTool('whisper-cli');
-  // the addon's choice for one job on an idle server (src/engines/whisper.ts): every core, at most 8
-  const threads = Math.min(8, os.availableParallelism());
-  // greedy with whisper.cpp's fallback schedule, timestamps on, English: what the server does for this request
-  const args = ['-m', model, '-f', JFK_WAV, '-t', String(threads), '-bs', '1', '-l', 'en'];
-  await withServer('Whisper random base model vs whisper-cli', model, async (transcribe) => {
-    const voxd: number[] = [];
-    const cliTotal: number[] = [];
-    const cliWithoutLoad: number[] = [];
-    let voxdText = '';
-    let cliText = '';
+interface CliComparison {
+  /** Medians, ms: voxd over HTTP, the CLI's whole run, and that run less the model load it prints. */
+  voxd: number;
+  cliTotal: number;
+  cliWithoutLoad: number;
+  voxdText: string;
+  cliText: string;
+}
+
+/**
+ * One transcription of jfk.wav through POST /v1/audio/transcriptions vs `tool` of the build tree (`args`), A/B
+ * interleaved `runs` times so drift of the machine hits both sides alike; `cliTextOf` takes the text out of its stdout.
+ */
+async function againstCli(
+  label: string,
+  model: string,
+  tool: string,
+  args: string[],
+  cliTextOf: (stdout: string) => string,
+  runs: number,
+): Promise<CliComparison> {
+  const cli = buildTreeTool(tool);
+  const voxd: number[] = [];
+  const cliTotal: number[] = [];
+  const cliWithoutLoad: number[] = [];
+  let voxdText = '';
+  let cliText = '';
+  await withServer(label, model, async (transcribe) => {
     for (let i = 0; i < runs; i++) {
       voxd.push(await timed(async () => (voxdText = await transcribe())));
       const started = performance.now();
       const run = spawnSync(cli, args, { encoding: 'utf8' });
       const elapsed = performance.now() - started;
-      if (run.status !== 0) throw new Error(`whisper-cli failed: ${run.stderr}`);
-      cliText = run.stdout.replace(/^\[[^\]]*\]/gm, ''); // the segments' time ranges
+      if (run.status !== 0) throw new Error(`${tool} failed: ${run.stderr}`);
+      cliText = cliTextOf(run.stdout);
       const load = Number(/load time =\s*([\d.]+) ms/.exec(run.stderr)?.[1] ?? 0);
       cliTotal.push(elapsed);
       cliWithoutLoad.push(elapsed - load);
     }
-    const a = median(voxd);
-    const b = median(cliWithoutLoad);
-    console.log(
-      `Whisper random base model, jfk.wav, ${threads} threads: voxd over HTTP ${a.toFixed(0)} ms, whisper-cli ${median(cliTotal).toFixed(0)} ms ` +
-        `(${b.toFixed(0)} ms without its model load) -> ${(a / b).toFixed(3)}x the CLI's time (target <= 1.05); ` +
-        `texts: voxd ${JSON.stringify(voxdText.trim().slice(0, 40))}, CLI ${JSON.stringify(cliText.trim().slice(0, 40))} (two decoders of a random model)`,
-    );
   });
+  return { voxd: median(voxd), cliTotal: median(cliTotal), cliWithoutLoad: median(cliWithoutLoad), voxdText, cliText };
+}
+
+/** The addon's choice for one job on an idle server (src/engines/whisper.ts, src/engines/core-share.ts): every core, at most 8. */
+const soloThreads = Math.min(8, os.availableParallelism());
+
+async function benchAgainstWhisperCli(model: string, runs: number): Promise<void> {
+  // greedy with whisper.cpp's fallback schedule, timestamps on, English: what the server does for this request
+  const args = ['-m', model, '-f', JFK_WAV, '-t', String(soloThreads), '-bs', '1', '-l', 'en'];
+  const textOf = (stdout: string): string => stdout.replace(/^\[[^\]]*\]/gm, ''); // the segments' time ranges
+  const { voxd, cliTotal, cliWithoutLoad, voxdText, cliText } = await againstCli(
+    'Whisper random base model vs whisper-cli',
+    model,
+    'whisper-cli',
+    args,
+    textOf,
+    runs,
+  );
+  console.log(
+    `Whisper random base model, jfk.wav, ${soloThreads} threads: voxd over HTTP ${voxd.toFixed(0)} ms, whisper-cli ${cliTotal.toFixed(0)} ms ` +
+      `(${cliWithoutLoad.toFixed(0)} ms without its model load) -> ${(voxd / cliWithoutLoad).toFixed(3)}x the CLI's time (target <= 1.05); ` +
+      `texts: voxd ${JSON.stringify(voxdText.trim().slice(0, 40))}, CLI ${JSON.stringify(cliText.trim().slice(0, 40))} (two decoders of a random model)`,
+  );
+}
+
+/** `n` transcriptions of `file` one after another, then the same `n` at once: the two wall times, ms. */
+async function seriesThenConcurrent(transcribe: Transcribe, n: number, file?: Buffer): Promise<{ serial: number; concurrent: number }> {
+  const serial = await timed(async () => {
+    for (let i = 0; i < n; i++) await transcribe(file);
+  });
+  const concurrent = await timed(() => Promise.all(Array.from({ length: n }, () => transcribe(file))));
+  return { serial, concurrent };
 }
 
 async function benchConcurrency(label: string, sttModel: string, requests: number, target: string): Promise<void> {
   await withServer(label, sttModel, async (transcribe) => {
-    const serial = await timed(async () => {
-      for (let i = 0; i < requests; i++) await transcribe();
-    });
-    const concurrent = await timed(() => Promise.all(Array.from({ length: requests }, transcribe)));
+    const { serial, concurrent } = await seriesThenConcurrent(transcribe, requests);
     console.log(
       `${label}: ${requests} in series ${(serial / 1000).toFixed(2)} s, ${requests} concurrent ${(concurrent / 1000).toFixed(2)} s -> ${(serial / concurrent).toFixed(2)}x (target ${target})`,
     );
@@ -190,10 +248,7 @@ async function benchBatchedWhisper(model: string): Promise<void> {
   await withServer('batched Whisper', model, async (transcribe, port) => {
     for (const clip of clips) {
       for (const n of [4, 8]) {
-        const serial = await timed(async () => {
-          for (let i = 0; i < n; i++) await transcribe(clip.file);
-        });
-        const batched = await timed(() => Promise.all(Array.from({ length: n }, () => transcribe(clip.file))));
+        const { serial, concurrent: batched } = await seriesThenConcurrent(transcribe, n, clip.file);
         const target = n === 4 ? ` (target >= 1.6x on ${os.availableParallelism()} cores)` : '';
         console.log(
           `Whisper random base model, ${clip.name}: ${n} in series ${(serial / 1000).toFixed(2)} s, ${n} concurrent (batched) ${(batched / 1000).toFixed(2)} s -> ${(serial / batched).toFixed(2)}x${target}`,
@@ -254,13 +309,149 @@ async function benchBatchedWhisper(model: string): Promise<void> {
   }
 }
 
+/** Linux's USER_HZ, the unit of /proc's CPU times. */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time in clock ticks: all cores busy, and this process (its threads, and its children once reaped: the CLIs); null off Linux. */
+function cpuTicks(): { busy: number; own: number } | null {
+  const sum = (values: number[]): number => values.reduce((total, value) => total + value, 0);
+  try {
+    // cpu user nice system idle iowait irq softirq ...: busy is all but idle and iowait; guest time is inside user
+    const cpu = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1, 8).map(Number);
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    // the fields after the command's name start with the third, the state; utime, stime, cutime, cstime are 14-17
+    const own = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .slice(11, 15)
+      .map(Number);
+    return { busy: sum(cpu) - sum(cpu.slice(3, 5)), own: sum(own) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts watching the machine; `describe()` says how busy it was since: the 1-minute load average (this benchmark's
+ * own threads included) and the cores that other processes used meanwhile.
+ */
+function watchLoad(): { describe(): string } {
+  const before = cpuTicks();
+  const started = performance.now();
+  return {
+    describe(): string {
+      const after = cpuTicks();
+      const load = `load average ${os.loadavg()[0]?.toFixed(2)}`;
+      if (!before || !after) return `[${load}]`;
+      const others = (after.busy - before.busy - (after.own - before.own)) / TICKS_PER_SECOND / ((performance.now() - started) / 1000);
+      return `[${load}, other processes ${Math.max(0, others).toFixed(2)} cores]`;
+    },
+  };
+}
+
+/** Seconds of audio transcribed per second of wall time, the median of `runs` requests of `file` (`seconds` long). */
+async function audioSecondsPerSecond(transcribe: Transcribe, file: Buffer, seconds: number, runs: number): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(await timed(() => transcribe(file)));
+  return seconds / (median(times) / 1000);
+}
+
+/** Live sessions at real-time pace, one turn of `samples` each, started `staggerMs` apart: each one's commit -> transcript lag, ms. */
+async function liveLags(port: number, samples: Float32Array, sessions: number, staggerMs: number): Promise<number[]> {
+  return await Promise.all(Array.from({ length: sessions }, async (_, i) => (await sleep(i * staggerMs), realtimeSession(port, samples, 'whisper-1'))));
+}
+
+const LIVE_SESSIONS = 8;
+/** The lag a session that keeps up has after its commit (the issue's target for the 95th percentile). */
+const KEPT_UP_MS = 1000;
+
+function describeLags(lags: number[]): string {
+  const kept = lags.filter((lag) => lag <= KEPT_UP_MS).length;
+  return (
+    `p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p95 ${(percentile(lags, 95) / 1000).toFixed(2)} s, worst ${(Math.max(...lags) / 1000).toFixed(2)} s; ` +
+    `${kept} of ${lags.length} within ${KEPT_UP_MS / 1000} s`
+  );
+}
+
+/** One live session, then 8 starting together, then 8 spread over the clip, at --realtime-transcription-delay-ms `delayMs` (null: the default). */
+async function benchParakeetLive(model: string, samples: Float32Array, delayMs: number | null, note: string): Promise<void> {
+  await withServer(
+    'Parakeet live',
+    model,
+    async (_, port) => {
+      const label = `Parakeet live, jfk.wav at real-time pace, manual commit, --realtime-transcription-delay-ms ${delayMs ?? 'unset'}${note}`;
+      let watch = watchLoad();
+      const [alone] = await liveLags(port, samples, 1, 0);
+      console.log(`${label}: 1 session, commit -> transcript ${((alone as number) / 1000).toFixed(2)} s ${watch.describe()}`);
+      watch = watchLoad();
+      const together = await liveLags(port, samples, LIVE_SESSIONS, 12);
+      console.log(`${label}: ${LIVE_SESSIONS} sessions starting together: ${describeLags(together)} (target: all, p95 <= 1 s) ${watch.describe()}`);
+      // independent speakers: the commits spread over the clip, not all at once
+      const spread = (samples.length / 16000 / LIVE_SESSIONS) * 1000;
+      watch = watchLoad();
+      const staggered = await liveLags(port, samples, LIVE_SESSIONS, spread);
+      console.log(`${label}: ${LIVE_SESSIONS} sessions starting ${(spread / 1000).toFixed(2)} s apart: ${describeLags(staggered)} ${watch.describe()}`);
+    },
+    delayMs === null ? {} : { realtimeTranscriptionDelayMs: delayMs },
+  );
+}
+
+/** Part 5 of the header: Parakeet on the realistic-size random model, beside the random base Whisper model. */
+async function benchParakeet(model: string, whisperBase: string): Promise<void> {
+  console.log('Parakeet TDT, realistic-size random model (0.6B shapes, f16)');
+  // on the CPU, as the server here; its stdout is the transcript
+  const args = ['-m', model, '-f', JFK_WAV, '-t', String(soloThreads), '-ng'];
+  let watch = watchLoad();
+  const cli = await againstCli('Parakeet vs parakeet-cli', model, 'parakeet-cli', args, (stdout) => stdout, 5);
+  const same = cli.voxdText.trim() === cli.cliText.trim();
+  console.log(
+    `Parakeet, jfk.wav, ${soloThreads} threads: voxd over HTTP ${cli.voxd.toFixed(0)} ms, parakeet-cli ${cli.cliTotal.toFixed(0)} ms ` +
+      `(${cli.cliWithoutLoad.toFixed(0)} ms without its model load) -> ${(cli.voxd / cli.cliWithoutLoad).toFixed(3)}x the CLI's time (target <= 1.05); ` +
+      `texts ${same ? 'equal' : `differ: voxd ${JSON.stringify(cli.voxdText.trim().slice(0, 60))}, CLI ${JSON.stringify(cli.cliText.trim().slice(0, 60))}`} ${watch.describe()}`,
+  );
+
+  const minute = wavBytes(await jfkFor(60), 16000);
+  let whisperRate = 0;
+  await withServer('Whisper 60 s', whisperBase, async (transcribe) => {
+    watch = watchLoad();
+    whisperRate = await audioSecondsPerSecond(transcribe, minute, 60, 3);
+    console.log(`Whisper random base model, 60 s clip: ${whisperRate.toFixed(1)} s of audio per second (median of 3 requests) ${watch.describe()}`);
+  });
+  await withServer('Parakeet', model, async (transcribe) => {
+    watch = watchLoad();
+    const rate = await audioSecondsPerSecond(transcribe, minute, 60, 3);
+    console.log(
+      `Parakeet, 60 s clip (cut at pauses into chunks of <= 50 s): ${rate.toFixed(1)} s of audio per second (median of 3 requests), ` +
+        `${(rate / whisperRate).toFixed(2)}x the base Whisper model's ${watch.describe()}`,
+    );
+    for (const n of [4, 8]) {
+      watch = watchLoad();
+      const { serial, concurrent } = await seriesThenConcurrent(transcribe, n);
+      console.log(
+        `Parakeet, jfk.wav: ${n} in series ${(serial / 1000).toFixed(2)} s, ${n} concurrent ${(concurrent / 1000).toFixed(2)} s -> ${(serial / concurrent).toFixed(2)}x ${watch.describe()}`,
+      );
+    }
+  });
+
+  const { samples } = await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: 16000 });
+  await benchParakeetLive(model, samples, null, ' (1000 ms)');
+  await benchParakeetLive(model, samples, 3000, '');
+  await benchParakeetLive(model, samples, 12000, ' (longer than the turn: no interim pass)');
+}
+
 const generator = (await import(pathToFileURL(path.join(root, 'scripts', 'make-whisper-test-model.mjs')).href)) as {
   makeWhisperTestModel(options: { size: 'tiny' | 'base' }): Promise<string>;
+};
+const parakeetGenerator = (await import(pathToFileURL(path.join(root, 'scripts', 'make-parakeet-test-model.mjs')).href)) as {
+  makeParakeetTestModel(options: { size: 'tiny' | 'realistic' }): Promise<string>;
 };
 
 console.log(`voxd STT benchmark on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'})`);
 const baseModel = await generator.makeWhisperTestModel({ size: 'base' });
-await benchDecoder(10);
-await benchAgainstWhisperCli(baseModel, 7);
-await benchConcurrency('built-in recognizer (sphinx), jfk.wav', 'sphinx', 4, '>= 1.7x');
-await benchBatchedWhisper(baseModel);
+if (!process.argv.includes('--parakeet-only')) {
+  await benchDecoder(10);
+  await benchAgainstWhisperCli(baseModel, 7);
+  await benchConcurrency('built-in recognizer (sphinx), jfk.wav', 'sphinx', 4, '>= 1.7x');
+  await benchBatchedWhisper(baseModel);
+}
+await benchParakeet(await parakeetGenerator.makeParakeetTestModel({ size: 'realistic' }), baseModel);

@@ -2,6 +2,7 @@
 # On the GPU machine (CUDA toolkit, CMake, ninja; nothing fetched): the platform addon with VOXD_CUDA=ON, then the
 # smoke test. Needs build/cuda-check from scripts/cuda-check/prepare.mjs and node_modules/node-addon-api.
 # CUDA_ARCHITECTURES (default 90, the H100's) narrows the kernels compiled; logs go to $OUT when it is set.
+# PARAKEET=1 then measures Parakeet on the GPU (scripts/cuda-check/parakeet.mjs) on the realistic-size random model.
 set -eo pipefail
 D=$PWD/build/cuda-check
 LOGS=${OUT:-/tmp}
@@ -20,3 +21,7 @@ echo "configured and built in $(($(date +%s) - started)) s"
 strip /tmp/voxd-cuda/voxd.node && ls -la /tmp/voxd-cuda/voxd.node && ldd /tmp/voxd-cuda/voxd.node
 node scripts/make-whisper-test-model.mjs --size tiny --en --out /tmp/voxd-tiny.en.bin > /dev/null
 node scripts/cuda-check/smoke.mjs /tmp/voxd-cuda/voxd.node /tmp/voxd-tiny.en.bin "$D/jfk.wav"
+if [ "${PARAKEET:-0}" = 1 ]; then
+  node scripts/make-parakeet-test-model.mjs --size realistic --out /tmp/voxd-parakeet.bin > /dev/null
+  node scripts/cuda-check/parakeet.mjs /tmp/voxd-cuda/voxd.node /tmp/voxd-parakeet.bin "$D/jfk.wav"
+fi
