@@ -10,6 +10,11 @@ let running = 0;
 /** Beyond this, ggml's CPU graphs lose more in synchronisation than extra threads win. */
 const MAX_THREADS = 8;
 
+/** A team of every core, at most 8: for calls that hold the native core lease for their whole run and take turns. */
+export function allCoresThreads(): number {
+  return Math.max(1, Math.min(MAX_THREADS, availableParallelism()));
+}
+
 /** Runs `call` with its share of the cores: all of them (at most 8) alone, an even split beside other calls. */
 export async function withCoreShare<T>(call: (threads: number) => Promise<T>): Promise<T> {
   running++;
