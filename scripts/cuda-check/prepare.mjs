@@ -13,9 +13,10 @@ import { fetchSources } from '../fetch-sources.mjs';
 
 const OUT = path.join(root, 'build', 'cuda-check');
 const SHARED = path.join(root, '..', 'shared');
-// what the addon's CMake project reads of the engine sources (CMakeLists.txt): no models, docs, tests or tools
+// what the addon's CMake project reads of the engine sources (CMakeLists.txt: tools/tts for its llama-tts copy): no
+// models, docs, tests or other tools
 const SOURCES = [
-  ...['CMakeLists.txt', 'cmake', 'ggml', 'src', 'include', 'vendor', 'common', 'tools/mtmd', 'LICENSE', 'licenses'].map((p) => `third_party/llama.cpp/${p}`),
+  ...['CMakeLists.txt', 'cmake', 'ggml', 'src', 'include', 'vendor', 'common', 'tools/mtmd', 'tools/tts', 'LICENSE', 'licenses'].map((p) => `third_party/llama.cpp/${p}`),
   ...['CMakeLists.txt', 'cmake', 'src', 'include', 'examples', 'LICENSE'].map((p) => `third_party/whisper.cpp/${p}`),
 ];
 
