@@ -16,7 +16,9 @@ const SHARED = path.join(root, '..', 'shared');
 // what the addon's CMake project reads of the engine sources (CMakeLists.txt: tools/tts for its llama-tts copy): no
 // models, docs, tests or other tools
 const SOURCES = [
-  ...['CMakeLists.txt', 'cmake', 'ggml', 'src', 'include', 'vendor', 'common', 'tools/mtmd', 'tools/tts', 'LICENSE', 'licenses'].map((p) => `third_party/llama.cpp/${p}`),
+  ...['CMakeLists.txt', 'cmake', 'ggml', 'src', 'include', 'vendor', 'common', 'tools/mtmd', 'tools/tts', 'LICENSE', 'licenses'].map(
+    (p) => `third_party/llama.cpp/${p}`,
+  ),
   ...['CMakeLists.txt', 'cmake', 'src', 'include', 'examples', 'LICENSE'].map((p) => `third_party/whisper.cpp/${p}`),
 ];
 
