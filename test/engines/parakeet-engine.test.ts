@@ -13,7 +13,7 @@ import { whisperEngine } from '../../src/engines/whisper.js';
 import type { NativeParakeetModel, NativeParakeetToken } from '../../src/native/addon.js';
 import { loadNative } from '../../src/native/load.js';
 import { planTranscription } from '../../src/services/stt/transcriber.js';
-import { parakeetTestModel, runParakeetCli, type ParakeetCliResult } from '../helpers/parakeet.js';
+import { mostTokensInOneFrame, parakeetTestModel, runParakeetCli, type ParakeetCliResult } from '../helpers/parakeet.js';
 import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { HubDouble } from '../helpers/hub-double.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -55,7 +55,7 @@ describe('parakeet engine against parakeet-cli', () => {
   });
   after(() => models.forEach((m) => m.native.release()));
 
-  it('gives parakeet-cli’s tokens, frames, durations, times and probabilities on every clip', async () => {
+  it('gives parakeet-cli’s tokens, frames, durations, times and probabilities on every clip', async (t) => {
     for (const model of models) {
       for (const clip of clips) {
         const cli = await runParakeetCli(model.path, clip.file, { threads: THREADS });
@@ -74,10 +74,11 @@ describe('parakeet engine against parakeet-cli', () => {
         );
       }
     }
-    const forced = alone.get(`v3 ${JFK_WAV}`) ?? [];
-    const perFrame = new Map<number, number>();
-    for (const t of forced) perFrame.set(t.frame, (perFrame.get(t.frame) ?? 0) + 1);
-    assert.ok(Math.max(...perFrame.values()) >= 10, 'seed 2 on jfk.wav takes the forced advance after 10 symbols in one frame');
+    // seed 2 on jfk.wav takes the forced advance after 10 symbols in one frame with this machine's kernels (another
+    // CPU's summation order may decode otherwise: equality with parakeet-cli is the test, this is coverage)
+    const most = mostTokensInOneFrame(alone.get(`v3 ${JFK_WAV}`) ?? []);
+    assert.ok(most <= 10, `${most} tokens in one frame, past the limit of 10`);
+    t.diagnostic(most === 10 ? 'the forced advance after 10 symbols was taken' : `at most ${most} tokens in one frame: no forced advance here`);
   });
 
   it('gives each clip the same tokens side by side with the others, in any order, as alone', async () => {

@@ -138,3 +138,10 @@ export async function runParakeetCli(model: string, clip: string, { threads }: {
   // it reports an unreadable or undecodable file on stderr and still exits with 0: the missing block tells
   return parseParakeetCliOutput(output.stdout, output.stderr);
 }
+
+/** The most tokens decoded at one encoder frame: the model's symbols-per-frame limit (10) bounds it. */
+export function mostTokensInOneFrame(tokens: readonly { frame: number }[]): number {
+  const perFrame = new Map<number, number>();
+  for (const token of tokens) perFrame.set(token.frame, (perFrame.get(token.frame) ?? 0) + 1);
+  return Math.max(0, ...perFrame.values());
+}
