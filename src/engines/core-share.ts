@@ -1,8 +1,8 @@
 /**
- * Threads for engine calls that run one clip per call on a worker thread (whisper.cpp's own decoder for word
- * timestamps, libparakeet), counted across models: each call gets a share of the cores when it starts. ggml's
- * threads spin at barriers, so oversubscribing the cores costs far more than it gains; the native core lease
- * (docs/architecture.md "Sharing the cores") makes the teams take turns where shares still overlap.
+ * Threads for engine calls that run one clip per call on a worker thread, counted across models. ggml's threads spin
+ * at barriers, so oversubscribing the cores costs far more than it gains. libparakeet's calls take a team of every
+ * core and hold the native core lease (docs/architecture.md "Sharing the cores") for the whole clip, so they take
+ * turns; whisper.cpp's own decoder (word timestamps) gets a share of the cores when it starts.
  */
 import { availableParallelism } from 'node:os';
 
