@@ -9,7 +9,7 @@ import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js
 import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
-import { parakeetEngine } from './engines/parakeet.js';
+import { createParakeetEngine } from './engines/parakeet.js';
 import { createWhisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
 import type { TransportName } from './http/transport.js';
@@ -69,7 +69,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     engines: [
       sileroVadEngine,
       createWhisperEngine({ maxBatchSize: config.sttMaxBatchSize }),
-      parakeetEngine,
+      createParakeetEngine({ maxBatchSize: config.sttMaxBatchSize }),
       createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize }),
     ],
     hub,

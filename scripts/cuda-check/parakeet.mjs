@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Parakeet TDT on the GPU with a CUDA build of the addon (scripts/cuda-check/run.sh with PARAKEET=1), through the
-// addon's ParakeetModel directly (no HTTP): 32 different 5 s clips (windows of CLIP) at concurrency 1, 8 and 32 after
+// addon's ParakeetModel directly (no HTTP; its batcher takes up to 32 clips at once): 32 different 5 s clips
+// (windows of CLIP) at concurrency 1, 8 and 32 after
 // a warm-up (requests per second, seconds of audio per second), CLIP repeated to 60 s and decoded whole, whether every
 // job run concurrently gets the tokens of its run alone (the exit status), and the GPU's tokens against the CPU's on
 // a few clips, naming the fields that differ. On a build without CUDA, useGpu is ignored and all of it runs on the CPU.
@@ -49,8 +50,6 @@ const long = new Float32Array(LONG_SECONDS * SAMPLE_RATE);
 for (let i = 0; i < long.length; i += samples.length) long.set(samples.subarray(0, Math.min(samples.length, long.length - i)), i);
 
 const cores = os.availableParallelism();
-/** src/engines/core-share.ts's even share of the cores among `n` calls (the GPU build runs each call on one thread). */
-const threadsFor = (/** @type {number} */ n) => Math.max(1, Math.min(8, Math.floor(cores / n)));
 
 /**
  * Every clip transcribed, `concurrency` at a time.
@@ -66,8 +65,7 @@ async function transcribeAll(model, inputs, concurrency) {
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < inputs.length; i = next++)
-        tokens[i] = await model.transcribe(/** @type {Float32Array} */ (inputs[i]), { threads: threadsFor(concurrency) });
+      for (let i = next++; i < inputs.length; i = next++) tokens[i] = await model.transcribe(/** @type {Float32Array} */ (inputs[i]));
     }),
   );
   return { seconds: (performance.now() - started) / 1000, tokens };
@@ -103,13 +101,13 @@ console.log(
     .join(', ')}; ${cores} cores`,
 );
 const loadStarted = performance.now();
-const gpu = await addon.ParakeetModel.load(modelPath, { useGpu: true, maxIdleStates: MAX_CONCURRENCY });
+const gpu = await addon.ParakeetModel.load(modelPath, { useGpu: true, maxBatch: MAX_CONCURRENCY });
 const info = gpu.info();
 console.log(
   `parakeet model: ${info.nAudioLayer} layers x ${info.nAudioState}, ${info.nVocab} pieces, ftype ${info.ftype}; loaded in ` +
     `${((performance.now() - loadStarted) / 1000).toFixed(1)} s, ${info.gpu ? 'on the GPU' : 'NOT on a GPU (no CUDA device): the figures below are the CPU'}'s`,
 );
-await transcribeAll(gpu, clips, MAX_CONCURRENCY); // warm-up: makes the decoding states the runs below reuse
+await transcribeAll(gpu, clips, MAX_CONCURRENCY); // warm-up: grows the compute buffers the runs below reuse
 /** @type {Token[][]} */
 let alone = [];
 /** @type {string[]} */
@@ -129,14 +127,14 @@ for (const concurrency of CONCURRENCY) {
 const longSeconds = [];
 for (let run = 0; run < 3; run++) longSeconds.push((await transcribeAll(gpu, [long], 1)).seconds);
 const longMedian = /** @type {number} */ (longSeconds.sort((x, y) => x - y)[1]);
-console.log(`${LONG_SECONDS} s clip, whole (one encoder graph): ${(LONG_SECONDS / longMedian).toFixed(0)} s of audio per second (median of 3)`);
+console.log(`${LONG_SECONDS} s clip, whole (one encoder pass): ${(LONG_SECONDS / longMedian).toFixed(0)} s of audio per second (median of 3)`);
 gpu.release();
 
 const cpu = await addon.ParakeetModel.load(modelPath, { useGpu: false });
 const onCpu = await transcribeAll(cpu, clips.slice(0, CPU_COMPARED), 1);
 cpu.release();
 const cpuVsGpu = onCpu.tokens.map((t, i) => `clip ${i}: ${difference(/** @type {Token[]} */ (alone[i]), t) || 'identical'}`);
-console.log(`GPU vs CPU (${threadsFor(1)} threads) tokens, ${CPU_COMPARED} clips: ${cpuVsGpu.join('; ')}`);
+console.log(`GPU vs CPU (${Math.min(8, cores)} threads) tokens, ${CPU_COMPARED} clips: ${cpuVsGpu.join('; ')}`);
 for (const failure of failures) console.log(`differs from its run alone: ${failure}`);
 console.log(
   failures.length ? `FAILED: ${failures.length} concurrent jobs differ from their runs alone` : 'ok: every concurrent job got the tokens of its run alone',

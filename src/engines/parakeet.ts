@@ -1,15 +1,14 @@
 /**
  * Speech-to-text on NVIDIA's Parakeet TDT models in whisper.cpp's ggml format (`ggml-org/parakeet-GGUF`'s
- * `ggml-parakeet-tdt-0.6b-v3-*.bin`, or v2 converted by whisper.cpp's script), run by whisper.cpp's libparakeet
- * (docs/models.md "Parakeet models"). Each clip is decoded whole, greedily, on a worker thread with every core;
- * concurrent clips take turns, and each gets the tokens it gets alone. Segments are the transcript cut after each
+ * `ggml-parakeet-tdt-0.6b-v3-*.bin`, or v2 converted by whisper.cpp's script), run by the native batcher, which
+ * reproduces whisper.cpp's libparakeet (docs/models.md "Parakeet models"). Each clip is decoded whole, greedily;
+ * concurrent clips share the encoder's and decoder's passes, and each gets the tokens it gets alone. Segments are the transcript cut after each
  * sentence's final punctuation; words run from a word's first piece to its last, with the TDT durations' end times.
  */
 import type { NativeParakeetInfo, NativeParakeetModel, NativeParakeetToken } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
 import { abortFlagFor } from '../native/abort.js';
-import { allCoresThreads } from './core-share.js';
 import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import { RedecodingStreamingSession } from './redecoding-streaming.js';
 import type {
@@ -138,6 +137,8 @@ class ParakeetSttModel implements SttModel {
     readonly id: string,
     private native: NativeParakeetModel | null,
     readonly info: NativeParakeetInfo,
+    /** Jobs admitted at once all join the native model's batch. */
+    readonly batchSize: number,
   ) {
     this.capabilities = {
       translate: false,
@@ -158,10 +159,8 @@ class ParakeetSttModel implements SttModel {
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
     const maxTokens = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
-    // Every clip runs on all the cores and holds the native core lease until it ends, so concurrent clips take turns.
-    // An even split would not: the first clip of a burst takes both cores, the next gets one thread, which takes no
-    // lease, and three spinning threads share two cores (docs/performance.md "Parakeet").
-    const tokens = await native.transcribe(samples, { threads: allCoresThreads(), maxTokens }, abortFlagFor(options.signal));
+    // concurrent clips (requests, live sessions) join the model's batcher and share its passes
+    const tokens = await native.transcribe(samples, { maxTokens }, abortFlagFor(options.signal));
     const segments = parakeetSegments(tokens, options.wordTimestamps ?? false);
     // the language was checked against `capabilities` by the speech-to-text service; the model names none itself
     const language = options.language ?? (this.info.multilingual ? UNIDENTIFIED_LANGUAGE : 'en');
@@ -188,18 +187,28 @@ class ParakeetSttModel implements SttModel {
   }
 }
 
-export const parakeetEngine: Engine<SttModel> = {
-  name: 'parakeet',
-  task: 'stt',
-  detect: isParakeetFile,
-  async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
-    if (!model.path) throw new Error('the parakeet engine needs a model file');
-    signal?.throwIfAborted();
-    const native = await loadNative().ParakeetModel.load(model.path);
-    if (signal?.aborted) {
-      native.release();
-      signal.throwIfAborted();
-    }
-    return new ParakeetSttModel(model.id, native, native.info());
-  },
-};
+export interface ParakeetEngineOptions {
+  /** Clips decoded together (--stt-max-batch-size); default 8. */
+  maxBatchSize?: number;
+}
+
+export function createParakeetEngine(options: ParakeetEngineOptions = {}): Engine<SttModel> {
+  const maxBatch = options.maxBatchSize ?? 8;
+  return {
+    name: 'parakeet',
+    task: 'stt',
+    detect: isParakeetFile,
+    async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
+      if (!model.path) throw new Error('the parakeet engine needs a model file');
+      signal?.throwIfAborted();
+      const native = await loadNative().ParakeetModel.load(model.path, { maxBatch });
+      if (signal?.aborted) {
+        native.release();
+        signal.throwIfAborted();
+      }
+      return new ParakeetSttModel(model.id, native, native.info(), maxBatch);
+    },
+  };
+}
+
+export const parakeetEngine: Engine<SttModel> = createParakeetEngine();

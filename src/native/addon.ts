@@ -231,8 +231,23 @@ export interface NativeParakeetLoadOptions {
   /** Run on the GPU when the build has one (default true). */
   useGpu?: boolean;
   gpuDevice?: number;
-  /** Decoding states kept for reuse (each holds compute buffers for a 50 s clip); default 2. */
-  maxIdleStates?: number;
+  /** Clips the batcher decodes together (default 8); more wait for a place. */
+  maxBatch?: number;
+  /** The batcher's CPU threads (default: every core, at most 8). */
+  threads?: number;
+}
+
+/** How the batcher shared its passes, summed since the model was loaded. */
+export interface NativeParakeetTimings {
+  encodeMs: number;
+  /** Encoder passes, and the clips they encoded (several per pass when clips arrive together). */
+  encodeCalls: number;
+  encodeClips: number;
+  decodeMs: number;
+  /** TDT steps, the clips they stepped in all, and the most clips one step took. */
+  decodeCalls: number;
+  decodeRows: number;
+  maxStepRows: number;
 }
 
 export interface NativeParakeetInfo {
@@ -269,11 +284,12 @@ export interface NativeParakeetToken {
 export interface NativeParakeetModel {
   info(): NativeParakeetInfo;
   /**
-   * Transcribes a whole clip of 16 kHz mono audio (greedy TDT), on a worker thread with `threads` threads; calls
-   * overlap, each on its own decoding state, and give the same tokens alone or together. A clip under 20 ms has
-   * no tokens. Rejects with `invalid_argument`, `closed` (after release), `aborted` or `transcription_failed`.
+   * Transcribes a whole clip of 16 kHz mono audio (greedy TDT) on the model's batcher: concurrent clips are encoded
+   * and decoded together and give the same tokens alone or together. A clip under 20 ms has no tokens. Rejects with
+   * `invalid_argument` (also for a clip over 655 s), `closed` (after release), `aborted` or `transcription_failed`.
    */
-  transcribe(samples: Float32Array, params?: { threads?: number; maxTokens?: number }, abort?: NativeAbortFlag): Promise<NativeParakeetToken[]>;
+  transcribe(samples: Float32Array, params?: { maxTokens?: number }, abort?: NativeAbortFlag): Promise<NativeParakeetToken[]>;
+  timings(): NativeParakeetTimings;
   /** Drops this object's hold on the weights; transcriptions in flight finish first. Later calls throw `closed`. */
   release(): void;
 }

@@ -3,12 +3,15 @@
 #pragma once
 
 #include "common/cpu-gate.h"
+#include "common/error.h"
+#include "common/executor.h"
 
 #include "ggml-backend.h"
 #include "ggml-cpp.h"
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <vector>
 
 // Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
 // Whisper"): on x86 ggml gives 2 or more rows to llamafile's tinyBLAS and a lone row to vec_dot, elsewhere tinyBLAS
@@ -63,3 +66,52 @@ struct voxd_graph_weights {
     ggml_backend_buffer_ptr buf; // the weights
     bool is_cpu = true;
 };
+
+// The metadata of one graph of ours (its tensors are allocated by a ggml_gallocr): freed when the step ends.
+struct voxd_graph_ctx {
+    ggml_context * ctx = nullptr;
+    ggml_cgraph * gf   = nullptr;
+
+    explicit voxd_graph_ctx(size_t n_nodes) {
+        ggml_init_params ip = { ggml_tensor_overhead() * n_nodes + ggml_graph_overhead_custom(n_nodes, false), nullptr, true };
+        ctx                 = ggml_init(ip);
+        if (!ctx) {
+            throw voxd_error("transcription_failed", "cannot allocate a graph");
+        }
+        gf = ggml_new_graph_custom(ctx, n_nodes, false);
+    }
+    ~voxd_graph_ctx() { ggml_free(ctx); }
+    voxd_graph_ctx(const voxd_graph_ctx &)             = delete;
+    voxd_graph_ctx & operator=(const voxd_graph_ctx &) = delete;
+};
+
+// Columns [c0, c0 + n) of a 2-D tensor (several jobs' frames stacked side by side): a contiguous view.
+inline ggml_tensor * voxd_columns(ggml_context * ctx, ggml_tensor * x, int64_t c0, int64_t n) {
+    return ggml_view_2d(ctx, x, x->ne[0], n, x->nb[1], (size_t) c0 * x->nb[1]);
+}
+
+// The 2-D tensors `parts`, side by side (the inverse of voxd_columns).
+inline ggml_tensor * voxd_concat_columns(ggml_context * ctx, const std::vector<ggml_tensor *> & parts) {
+    ggml_tensor * out = parts[0];
+    for (size_t i = 1; i < parts.size(); i++) {
+        out = ggml_concat(ctx, out, parts[i], 1);
+    }
+    return out;
+}
+
+// LayerNorm over each column (ggml's norm, then the scale and the shift), with the epsilon Whisper and Parakeet use.
+inline ggml_tensor * voxd_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b) {
+    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, 1e-5f), w), b);
+}
+
+// Runs a graph on the weights' backend; returns how long it took, in microseconds.
+inline uint64_t voxd_graph_compute(const voxd_graph_weights & w, ggml_cgraph * gf, const char * what) {
+    uint64_t us = 0;
+    {
+        voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
+        if (ggml_backend_graph_compute(w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
+            throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
+        }
+    }
+    return us;
+}

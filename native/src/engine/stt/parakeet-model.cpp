@@ -1,15 +1,10 @@
 #include "stt/parakeet-model.h"
 
-#include "common/cpu-gate.h"
 #include "common/file-size.h"
 #include "common/ggml-file-check.h"
-#include "common/ggml-graph.h"
-
-#include "parakeet.h"
 
 #include <algorithm>
-#include <atomic>
-#include <climits>
+#include <thread>
 
 // ---- file check ----
 
@@ -89,108 +84,20 @@ static voxd_parakeet_info voxd_parakeet_check_file(const std::string & path) {
     return info;
 }
 
-// ---- context and states ----
+// ---- the model ----
 
-void voxd_parakeet_model::context_deleter::operator()(parakeet_context * ctx) const {
-    parakeet_free(ctx);
+voxd_parakeet_model::~voxd_parakeet_model() {
+    // The last holder can be a clip ending on the batcher's own thread, which cannot join itself: the batcher is then
+    // destroyed (and that thread joined) on a thread of its own.
+    if (m_batcher && m_batcher->on_executor_thread()) {
+        std::thread([b = std::move(m_batcher)]() mutable { b.reset(); }).detach();
+    }
 }
 
-void voxd_parakeet_model::state_deleter::operator()(parakeet_state * state) const {
-    parakeet_free_state(state);
-}
-
-voxd_parakeet_model::~voxd_parakeet_model() = default;
-
-std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string & path, const voxd_parakeet_load_options & options) {
+std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string & path, const voxd_parakeet_batch_options & options) {
     std::shared_ptr<voxd_parakeet_model> model(new voxd_parakeet_model());
-    model->m_info = voxd_parakeet_check_file(path);
-    model->m_idle.set_max_idle(options.max_idle_states);
-    parakeet_context_params cparams = parakeet_context_default_params();
-    if (options.use_gpu) {
-        cparams.use_gpu = *options.use_gpu;
-    }
-    if (options.gpu_device) {
-        cparams.gpu_device = *options.gpu_device;
-    }
-    model->m_use_gpu = cparams.use_gpu && voxd_gpu_available();
-    model->m_ctx.reset(parakeet_init_from_file_with_params_no_state(path.c_str(), cparams));
-    if (!model->m_ctx) {
-        throw voxd_error("model_load_failed", "libparakeet cannot load " + path + " (see the [engine] log lines above)");
-    }
+    model->m_info         = voxd_parakeet_check_file(path);
+    model->m_batcher      = std::make_unique<voxd_parakeet_batcher>(path, options);
     model->m_weight_bytes = voxd_file_bytes(path);
-    model->m_texts.resize((size_t) model->m_info.n_vocab + 1);
-    for (int32_t id = 0; id <= model->m_info.n_vocab; id++) {
-        const char * piece = parakeet_token_to_str(model->m_ctx.get(), id); // owned by the context's vocabulary
-        const int len      = parakeet_token_to_text(piece, false, nullptr, 0);
-        std::string & text = model->m_texts[(size_t) id];
-        text.resize((size_t) len + 1);
-        parakeet_token_to_text(piece, false, text.data(), len + 1);
-        text.resize((size_t) len);
-    }
     return model;
-}
-
-voxd_parakeet_model::state_ptr voxd_parakeet_model::acquire() {
-    if (state_ptr st = m_idle.take()) {
-        return st;
-    }
-    state_ptr st(parakeet_init_state(m_ctx.get()));
-    if (!st) {
-        throw voxd_error("transcription_failed", "libparakeet cannot allocate a decoding state (out of memory?)");
-    }
-    return st;
-}
-
-// ---- transcription ----
-
-std::vector<voxd_parakeet_token> voxd_parakeet_model::transcribe(const std::vector<float> & samples, const voxd_parakeet_params & params,
-                                                                 const voxd_abort_ptr & abort) {
-    voxd_check_abort(abort);
-    if (samples.size() < min_samples) {
-        return {};
-    }
-    if (samples.size() > (size_t) INT_MAX) {
-        throw voxd_error("invalid_argument", "the clip is longer than libparakeet takes (2^31 samples)");
-    }
-    state_ptr st = acquire();
-    // a GPU runs the graphs; the CPU thread only feeds it
-    const int threads = m_use_gpu ? 1 : std::max(1, std::min(params.threads, voxd_cpu_gate::available_cores()));
-    std::vector<voxd_parakeet_token> tokens;
-    {
-        const voxd_cpu_gate::lease cores(threads);
-        parakeet_full_params fp     = parakeet_full_default_params(PARAKEET_SAMPLING_GREEDY);
-        fp.n_threads                = threads;
-        fp.no_context               = true;
-        fp.abort_callback           = [](void * data) { return static_cast<std::atomic<bool> *>(data)->load(std::memory_order_relaxed); };
-        fp.abort_callback_user_data = abort.get(); // borrowed: `abort` outlives the call
-        const int rc                = parakeet_full_with_state(m_ctx.get(), st.get(), fp, samples.data(), (int) samples.size());
-        voxd_check_abort(abort); // the state is freed: an aborted call may leave it mid-graph
-        if (rc != 0) {
-            throw voxd_error("transcription_failed", "libparakeet failed to transcribe the clip (code " + std::to_string(rc) + ")");
-        }
-        tokens = collect(st.get(), params.max_tokens);
-    }
-    // a clip past the short path re-made the state's encoder buffers at its length: keep only states of the usual size
-    if (samples.size() <= (size_t) m_info.n_audio_ctx * 160) {
-        m_idle.give(std::move(st));
-    }
-    return tokens;
-}
-
-std::vector<voxd_parakeet_token> voxd_parakeet_model::collect(parakeet_state * st, int max_tokens) const {
-    std::vector<voxd_parakeet_token> tokens;
-    const int n_segments = parakeet_full_n_segments_from_state(st);
-    for (int s = 0; s < n_segments; s++) {
-        const int n_tokens = parakeet_full_n_tokens_from_state(st, s);
-        for (int i = 0; i < n_tokens; i++) {
-            if (max_tokens > 0 && (int) tokens.size() >= max_tokens) {
-                return tokens;
-            }
-            const parakeet_token_data td = parakeet_full_get_token_data_from_state(st, s, i);
-            const bool known             = td.id >= 0 && td.id < (int32_t) m_texts.size();
-            tokens.push_back(
-                { td.id, known ? m_texts[(size_t) td.id] : std::string(), td.frame_index, td.duration_value, td.p, td.plog, td.t0, td.t1, td.is_word_start });
-        }
-    }
-    return tokens;
 }

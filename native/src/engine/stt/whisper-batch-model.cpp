@@ -1,6 +1,7 @@
 #include "stt/whisper-batch-model.h"
 
 #include "common/error.h"
+#include "common/ggml-file-tensors.h"
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -74,48 +75,8 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
     if (!m->w.ctx || !m->w.backend) {
         throw fail("cannot initialise ggml");
     }
-    struct pending {
-        ggml_tensor * t;
-        std::streamoff offset;
-    };
-    std::map<std::string, pending> tensors;
-    while (true) {
-        int32_t n_dims = 0;
-        if (!in.read(reinterpret_cast<char *>(&n_dims), sizeof(n_dims)))
-            break;
-        const int32_t name_len = read_i32();
-        const ggml_type type   = (ggml_type) read_i32();
-        int64_t ne[4]          = { 1, 1, 1, 1 };
-        for (int i = 0; i < n_dims; i++) {
-            ne[i] = read_i32();
-        }
-        std::string name((size_t) name_len, '\0');
-        in.read(name.data(), name_len);
-        ggml_tensor * t = ggml_new_tensor(m->w.ctx.get(), type, 4, ne);
-        ggml_set_name(t, name.c_str());
-        tensors[name] = { t, (std::streamoff) in.tellg() };
-        in.seekg((std::streamoff) ggml_nbytes(t), std::ios::cur);
-    }
-
-    // each tensor by name, with the shape the graphs rely on (a mismatch would trip a ggml assertion later)
-    auto get = [&](const std::string & name, std::initializer_list<int64_t> shape) {
-        auto it = tensors.find(name);
-        if (it == tensors.end()) {
-            throw fail("tensor '" + name + "' is missing");
-        }
-        ggml_tensor * t = it->second.t;
-        int i           = 0;
-        for (int64_t d : shape) {
-            if (t->ne[i++] != d) {
-                throw fail("tensor '" + name + "' has an unexpected shape");
-            }
-        }
-        for (; i < 4; i++) {
-            if (t->ne[i] != 1)
-                throw fail("tensor '" + name + "' has an unexpected shape");
-        }
-        return t;
-    };
+    voxd_ggml_file_tensors tensors(in, m->w.ctx.get(), fail);
+    auto get        = [&](const std::string & name, std::initializer_list<int64_t> shape) { return tensors.get(name, shape); };
     const int64_t s = m->n_state;
     if (m->n_text_state != s) {
         throw fail("the encoder and decoder widths differ");
@@ -125,9 +86,9 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
     if (m->n_audio_ctx != 1500 || m->n_text_ctx < 16) {
         throw fail("the audio context must be 1500 and the text context at least 16");
     }
-    for (auto & [name, p] : tensors) {
-        const ggml_type type = p.t->type;
-        const bool vector    = p.t->ne[1] == 1 || name.find("positional_embedding") != std::string::npos ||
+    for (auto & [name, t] : tensors.all()) {
+        const ggml_type type = t->type;
+        const bool vector    = t->ne[1] == 1 || name.find("positional_embedding") != std::string::npos ||
                             name.find("conv") != std::string::npos && name.find("bias") != std::string::npos;
         if (vector ? type != GGML_TYPE_F32 : !(type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || ggml_is_quantized(type))) {
             throw fail("tensor '" + name + "' has an unusable type (" + ggml_type_name(type) + ")");
@@ -144,9 +105,9 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
     m->tok_emb  = get("decoder.token_embedding.weight", { s, m->n_vocab });
     m->dec_ln_w = get("decoder.ln.weight", { s });
     m->dec_ln_b = get("decoder.ln.bias", { s });
-    for (const char * conv : { "encoder.conv1.weight", "encoder.conv2.weight" }) {
-        if (tensors[conv].t->type != GGML_TYPE_F16) {
-            throw fail(std::string(conv) + " must be f16");
+    for (const ggml_tensor * conv : { m->conv1_w, m->conv2_w }) {
+        if (conv->type != GGML_TYPE_F16) {
+            throw fail(std::string(ggml_get_name(conv)) + " must be f16");
         }
     }
     auto attn = [&](voxd_whisper_layer & l, const std::string & p, bool cross) {
@@ -189,20 +150,7 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
         throw fail("the heads do not divide the width");
     }
 
-    m->w.buf.reset(ggml_backend_alloc_ctx_tensors(m->w.ctx.get(), m->w.backend.get()));
-    if (!m->w.buf) {
-        throw fail("cannot allocate memory for the weights");
-    }
-    std::vector<char> data;
-    for (auto & [name, p] : tensors) {
-        data.resize(ggml_nbytes(p.t));
-        in.clear();
-        in.seekg(p.offset);
-        if (!in.read(data.data(), (std::streamsize) data.size())) {
-            throw fail("the file is truncated");
-        }
-        ggml_backend_tensor_set(p.t, data.data(), 0, data.size());
-    }
+    m->w.buf.reset(tensors.load(m->w.backend.get()));
 
     m->encoder_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->w.backend.get())));
     m->decoder_alloc.reset(ggml_gallocr_new(ggml_backend_get_default_buffer_type(m->w.backend.get())));

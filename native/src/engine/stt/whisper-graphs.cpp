@@ -16,35 +16,9 @@
 
 namespace {
 
-struct graph_ctx {
-    ggml_context * ctx = nullptr;
-    ggml_cgraph * gf   = nullptr;
-
-    explicit graph_ctx(size_t n_nodes) {
-        ggml_init_params ip = { ggml_tensor_overhead() * n_nodes + ggml_graph_overhead_custom(n_nodes, false), nullptr, true };
-        ctx                 = ggml_init(ip);
-        if (!ctx) {
-            throw voxd_error("transcription_failed", "cannot allocate a graph");
-        }
-        gf = ggml_new_graph_custom(ctx, n_nodes, false);
-    }
-    ~graph_ctx() { ggml_free(ctx); }
-    graph_ctx(const graph_ctx &)             = delete;
-    graph_ctx & operator=(const graph_ctx &) = delete;
-};
-
-ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b) {
-    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, 1e-5f), w), b);
-}
-
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b) {
     ggml_tensor * y = ggml_mul_mat(ctx, w, x);
     return b ? ggml_add(ctx, y, b) : y;
-}
-
-// Columns [c0, c0 + n) of a 2-D tensor.
-ggml_tensor * columns(ggml_context * ctx, ggml_tensor * x, int64_t c0, int64_t n) {
-    return ggml_view_2d(ctx, x, x->ne[0], n, x->nb[1], (size_t) c0 * x->nb[1]);
 }
 
 // Attention of one sequence's rows `q` (n_state x n_q) over the first n_kv positions of position-major f16 keys
@@ -60,7 +34,7 @@ ggml_tensor * attend(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_
 }
 
 ggml_tensor * mlp(ggml_context * ctx, ggml_tensor * x, const voxd_whisper_layer & l) {
-    ggml_tensor * h = layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b);
+    ggml_tensor * h = voxd_layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b);
     h               = ggml_gelu(ctx, linear(ctx, h, l.mlp0_w, l.mlp0_b));
     return ggml_add(ctx, x, linear(ctx, h, l.mlp1_w, l.mlp1_b));
 }
@@ -75,26 +49,6 @@ ggml_tensor * conv_gelu(ggml_context * ctx, ggml_tensor * w, ggml_tensor * b, gg
     return ggml_gelu(ctx, ggml_add(ctx, y, ggml_reshape_3d(ctx, b, 1, 1, w->ne[2])));
 }
 
-ggml_tensor * concat_columns(ggml_context * ctx, const std::vector<ggml_tensor *> & parts) {
-    ggml_tensor * out = parts[0];
-    for (size_t i = 1; i < parts.size(); i++) {
-        out = ggml_concat(ctx, out, parts[i], 1);
-    }
-    return out;
-}
-
-// Runs a graph on the model's backend; returns how long it took, in microseconds.
-uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const char * what) {
-    uint64_t us = 0;
-    {
-        voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
-        if (ggml_backend_graph_compute(m.w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
-            throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
-        }
-    }
-    return us;
-}
-
 } // namespace
 
 // Runs the encoder on one window of each sequence (stacked along the rows of every weight product) and writes each
@@ -102,7 +56,7 @@ uint64_t compute(const voxd_whisper_batch_model & m, ggml_cgraph * gf, const cha
 void voxd_whisper_batcher::encode(const std::vector<voxd_whisper_sequence *> & seqs) {
     voxd_whisper_batch_model & m = *m_model;
     const int64_t B = (int64_t) seqs.size(), n_ctx = m.n_audio_ctx, n_frames = 2 * n_ctx, s = m.n_state;
-    graph_ctx g(4096 + (size_t) (m.n_audio_layer + m.n_text_layer) * 64 * (size_t) B);
+    voxd_graph_ctx g(4096 + (size_t) (m.n_audio_layer + m.n_text_layer) * 64 * (size_t) B);
     ggml_context * ctx = g.ctx;
 
     ggml_tensor * mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, n_frames, m.n_mels, B);
@@ -114,27 +68,27 @@ void voxd_whisper_batcher::encode(const std::vector<voxd_whisper_sequence *> & s
     ggml_tensor * x   = ggml_reshape_2d(ctx, cur, s, n_ctx * B);
 
     for (const voxd_whisper_layer & l : m.enc) {
-        ggml_tensor * h = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b);
+        ggml_tensor * h = voxd_layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b);
         ggml_tensor * q = linear(ctx, h, l.q_w, l.q_b);
         ggml_tensor * k = ggml_cast(ctx, linear(ctx, h, l.k_w, nullptr), GGML_TYPE_F16);
         ggml_tensor * v = ggml_cast(ctx, linear(ctx, h, l.v_w, l.v_b), GGML_TYPE_F16);
         std::vector<ggml_tensor *> parts;
         for (int64_t b = 0; b < B; b++) {
-            parts.push_back(attend(ctx, columns(ctx, q, b * n_ctx, n_ctx), columns(ctx, k, b * n_ctx, n_ctx), columns(ctx, v, b * n_ctx, n_ctx), n_ctx,
-                                   m.n_audio_head, nullptr));
+            parts.push_back(attend(ctx, voxd_columns(ctx, q, b * n_ctx, n_ctx), voxd_columns(ctx, k, b * n_ctx, n_ctx), voxd_columns(ctx, v, b * n_ctx, n_ctx),
+                                   n_ctx, m.n_audio_head, nullptr));
         }
-        x = ggml_add(ctx, x, linear(ctx, concat_columns(ctx, parts), l.o_w, l.o_b));
+        x = ggml_add(ctx, x, linear(ctx, voxd_concat_columns(ctx, parts), l.o_w, l.o_b));
         x = mlp(ctx, x, l);
     }
-    x = layer_norm(ctx, x, m.enc_ln_w, m.enc_ln_b);
+    x = voxd_layer_norm(ctx, x, m.enc_ln_w, m.enc_ln_b);
 
     for (int l = 0; l < m.n_text_layer; l++) {
         ggml_tensor * ck = linear(ctx, x, m.dec[(size_t) l].ck_w, nullptr);
         ggml_tensor * cv = linear(ctx, x, m.dec[(size_t) l].cv_w, m.dec[(size_t) l].cv_b);
         for (int64_t b = 0; b < B; b++) {
             voxd_whisper_caches & c = *seqs[(size_t) b]->caches;
-            ggml_build_forward_expand(g.gf, ggml_cpy(ctx, columns(ctx, ck, b * n_ctx, n_ctx), c.ck[(size_t) l]));
-            ggml_build_forward_expand(g.gf, ggml_cpy(ctx, columns(ctx, cv, b * n_ctx, n_ctx), c.cv[(size_t) l]));
+            ggml_build_forward_expand(g.gf, ggml_cpy(ctx, voxd_columns(ctx, ck, b * n_ctx, n_ctx), c.ck[(size_t) l]));
+            ggml_build_forward_expand(g.gf, ggml_cpy(ctx, voxd_columns(ctx, cv, b * n_ctx, n_ctx), c.cv[(size_t) l]));
         }
     }
 
@@ -150,7 +104,7 @@ void voxd_whisper_batcher::encode(const std::vector<voxd_whisper_sequence *> & s
         }
         ggml_backend_tensor_set(mel, input.data(), (size_t) b * input.size() * sizeof(float), input.size() * sizeof(float));
     }
-    const uint64_t us = compute(m, g.gf, "encoder");
+    const uint64_t us = voxd_graph_compute(m.w, g.gf, "encoder");
     std::lock_guard<std::mutex> lock(m_timings_mutex);
     m_timings.encode_us += us;
     m_timings.encode_calls++;
@@ -179,7 +133,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
         last_rows.push_back(last_rows[0]);
     }
 
-    graph_ctx g(1024 + (size_t) m.n_text_layer * (64 + 96 * (size_t) S));
+    voxd_graph_ctx g(1024 + (size_t) m.n_text_layer * (64 + 96 * (size_t) S));
     ggml_context * ctx     = g.ctx;
     ggml_tensor * t_tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, R);
     ggml_tensor * t_pos    = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, R);
@@ -200,7 +154,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
 
     for (int il = 0; il < m.n_text_layer; il++) {
         const voxd_whisper_layer & l = m.dec[(size_t) il];
-        ggml_tensor * h              = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b);
+        ggml_tensor * h              = voxd_layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b);
         ggml_tensor * q              = linear(ctx, h, l.q_w, l.q_b);
         ggml_tensor * k              = linear(ctx, h, l.k_w, nullptr);
         ggml_tensor * v              = linear(ctx, h, l.v_w, l.v_b);
@@ -213,33 +167,33 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
             ggml_tensor * vc                  = seq.caches->v[(size_t) il];
             // this step's keys and values into the caches first: the attention below reads them back
             for (auto [from, to] : { std::pair{ k, kc }, std::pair{ v, vc } }) {
-                ggml_build_forward_expand(g.gf, ggml_cpy(ctx, columns(ctx, from, r0, n), columns(ctx, to, seq.n_past, n)));
+                ggml_build_forward_expand(g.gf, ggml_cpy(ctx, voxd_columns(ctx, from, r0, n), voxd_columns(ctx, to, seq.n_past, n)));
             }
-            parts.push_back(attend(ctx, columns(ctx, q, r0, n), kc, vc, seq.n_past + n, m.n_text_head, masks[i]));
+            parts.push_back(attend(ctx, voxd_columns(ctx, q, r0, n), kc, vc, seq.n_past + n, m.n_text_head, masks[i]));
             r0 += n;
         }
         if (R > n_real) {
-            parts.push_back(columns(ctx, v, n_real, R - n_real)); // padding rows: any finite value of their shape
+            parts.push_back(voxd_columns(ctx, v, n_real, R - n_real)); // padding rows: any finite value of their shape
         }
-        x = ggml_add(ctx, x, linear(ctx, concat_columns(ctx, parts), l.o_w, l.o_b));
+        x = ggml_add(ctx, x, linear(ctx, voxd_concat_columns(ctx, parts), l.o_w, l.o_b));
 
-        h = layer_norm(ctx, x, l.cross_ln_w, l.cross_ln_b);
+        h = voxd_layer_norm(ctx, x, l.cross_ln_w, l.cross_ln_b);
         q = linear(ctx, h, l.cq_w, l.cq_b);
         parts.clear();
         r0 = 0;
         for (voxd_whisper_sequence * seq : seqs) {
             const int64_t n         = (int64_t) seq->feed.size();
             voxd_whisper_caches & c = *seq->caches;
-            parts.push_back(attend(ctx, columns(ctx, q, r0, n), c.ck[(size_t) il], c.cv[(size_t) il], m.n_audio_ctx, m.n_text_head, nullptr));
+            parts.push_back(attend(ctx, voxd_columns(ctx, q, r0, n), c.ck[(size_t) il], c.cv[(size_t) il], m.n_audio_ctx, m.n_text_head, nullptr));
             r0 += n;
         }
         if (R > n_real) {
-            parts.push_back(columns(ctx, q, n_real, R - n_real));
+            parts.push_back(voxd_columns(ctx, q, n_real, R - n_real));
         }
-        x = ggml_add(ctx, x, linear(ctx, concat_columns(ctx, parts), l.co_w, l.co_b));
+        x = ggml_add(ctx, x, linear(ctx, voxd_concat_columns(ctx, parts), l.co_w, l.co_b));
         x = mlp(ctx, x, l);
     }
-    x                    = layer_norm(ctx, x, m.dec_ln_w, m.dec_ln_b);
+    x                    = voxd_layer_norm(ctx, x, m.dec_ln_w, m.dec_ln_b);
     ggml_tensor * logits = ggml_mul_mat(ctx, m.tok_emb, ggml_get_rows(ctx, x, t_last)); // n_vocab x rows
     ggml_set_output(logits);
     ggml_build_forward_expand(g.gf, logits);
@@ -262,7 +216,7 @@ void voxd_whisper_batcher::decode(const std::vector<voxd_whisper_sequence *> & s
             ggml_backend_tensor_set(mask, data.data(), 0, data.size() * sizeof(ggml_fp16_t));
         }
     }
-    const uint64_t us = compute(m, g.gf, "decoder");
+    const uint64_t us = voxd_graph_compute(m.w, g.gf, "decoder");
     {
         std::lock_guard<std::mutex> lock(m_timings_mutex);
         m_timings.decode_us += us;
