@@ -20,11 +20,12 @@ const step = (/** @type {string} */ message) => console.log(`[voxd test:native] 
 const started = Date.now();
 
 // the inputs the tests read, named by environment variables (native/test/harness.h): the shared clips, the shipped
-// VAD model and random-weight Whisper and Pocket TTS models (built once and cached, as the other suites build them)
+// VAD model and random-weight Whisper, Parakeet and Pocket TTS models (built once and cached, as the other suites build them)
 await buildVadModel();
 const importScript = async (/** @type {string} */ name) => import(pathToFileURL(path.join(root, 'scripts', name)).href);
 const whisperModel = await (await importScript('make-whisper-test-model.mjs')).makeWhisperTestModel({ size: 'tiny', en: true });
 const tts = await (await importScript('make-tts-test-model.mjs')).makeTtsTestModel({ arch: 'pockettts', size: 'tiny' });
+const parakeetModel = await (await importScript('make-parakeet-test-model.mjs')).makeParakeetTestModel({ size: 'tiny', seed: 2 });
 const audioDir = path.resolve(root, '..', 'shared', 'audio');
 if (!fs.existsSync(audioDir)) {
   console.error(`[voxd test:native] the shared clips are missing: ${audioDir} (the tests read ../shared/audio beside the clone)`);
@@ -58,6 +59,7 @@ const env = {
   VOXD_TEST_AUDIO_DIR: audioDir,
   VOXD_TEST_VAD_MODEL: VAD_MODEL_FILE,
   VOXD_TEST_WHISPER_MODEL: whisperModel,
+  VOXD_TEST_PARAKEET_MODEL: parakeetModel,
   VOXD_TEST_TTS_MODEL: tts.model,
   VOXD_TEST_TTS_MMPROJ: tts.mmproj,
   // the engine libraries keep process-wide state (backend registries, flite's voices) for the process's life
