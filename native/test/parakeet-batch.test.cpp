@@ -94,10 +94,12 @@ void check_same(const std::vector<voxd_parakeet_token> & got, const std::vector<
     }
 }
 
-std::shared_ptr<voxd_parakeet_model> load(int threads) {
+// On a CPU the batcher encodes one clip at a time unless told (`max_encode`).
+std::shared_ptr<voxd_parakeet_model> load(int threads, int max_encode = 0) {
     voxd_parakeet_batch_options options;
-    options.use_gpu = false;
-    options.threads = threads;
+    options.use_gpu    = false;
+    options.threads    = threads;
+    options.max_encode = max_encode;
     return voxd_parakeet_model::load(voxd_test_input("VOXD_TEST_PARAKEET_MODEL"), options);
 }
 
@@ -139,7 +141,7 @@ VOXD_TEST("parakeet-batch: clips of mixed lengths in one batch, on 1 or 2 thread
         alone.push_back(recorded->tokens());
     }
     for (int threads : { 1, 2 }) {
-        const std::shared_ptr<voxd_parakeet_model> m               = load(threads);
+        const std::shared_ptr<voxd_parakeet_model> m               = load(threads, (int) clips.size()); // all in one pass
         const std::vector<std::shared_ptr<recorded_clip>> together = batch(m->batcher(), clips);
         for (size_t i = 0; i < clips.size(); i++) {
             check_same(together[i]->tokens(), alone[i]);
@@ -153,7 +155,7 @@ VOXD_TEST("parakeet-batch: clips of mixed lengths in one batch, on 1 or 2 thread
 
 VOXD_TEST("parakeet-batch: a clip cancelled mid-batch ends with aborted and leaves the others' tokens unchanged") {
     const std::vector<std::vector<float>> clips  = test_clips();
-    const std::shared_ptr<voxd_parakeet_model> m = load(2);
+    const std::shared_ptr<voxd_parakeet_model> m = load(2, 4); // all four encoded together, then decoded together
     std::vector<std::vector<voxd_parakeet_token>> alone;
     for (const std::vector<float> & clip : clips) {
         auto recorded = std::make_shared<recorded_clip>();

@@ -132,14 +132,18 @@ class ParakeetSttModel implements SttModel {
   readonly capabilities: SttModel['capabilities'];
   /** Decodes the turn every `delayMs` (--realtime-transcription-delay-ms) of new audio: the model declares it. */
   readonly declaresDelay = true;
+  readonly batchSize?: number;
 
   constructor(
     readonly id: string,
     private native: NativeParakeetModel | null,
     readonly info: NativeParakeetInfo,
-    /** Jobs admitted at once all join the native model's batch. */
-    readonly batchSize: number,
+    maxBatch: number,
   ) {
+    // On a GPU the jobs admitted at once all join the native batch. On a CPU the batcher encodes one clip at a time
+    // anyway, and jobs left waiting in the scheduler (up to --model-concurrency run) let a live session skip the
+    // passes it no longer needs, which a clip queued natively cannot (docs/performance.md "Parakeet").
+    if (info.gpu) this.batchSize = maxBatch;
     this.capabilities = {
       translate: false,
       wordTimestamps: true,

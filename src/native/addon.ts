@@ -235,6 +235,8 @@ export interface NativeParakeetLoadOptions {
   maxBatch?: number;
   /** The batcher's CPU threads (default: every core, at most 8). */
   threads?: number;
+  /** Clips encoded in one pass (default: 1 on a CPU, where a clip is encoded once the others are decoded; maxBatch on a GPU). */
+  maxEncode?: number;
 }
 
 /** How the batcher shared its passes, summed since the model was loaded. */

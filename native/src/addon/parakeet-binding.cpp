@@ -70,7 +70,7 @@ private:
     std::atomic<bool> m_settled{ false };
 };
 
-// JS: `ParakeetModel.load(path, { useGpu?, gpuDevice?, maxBatch?, threads? }) -> Promise<ParakeetModel>`;
+// JS: `ParakeetModel.load(path, { useGpu?, gpuDevice?, maxBatch?, threads?, maxEncode? }) -> Promise<ParakeetModel>`;
 // `model.info()`; `model.timings()` (the batcher's sums);
 // `model.transcribe(samples16k, { maxTokens? }, abort?) -> Promise<ParakeetToken[]>` (times in seconds);
 // `model.release()` drops this object's hold on the weights (transcriptions in flight finish first).
@@ -128,6 +128,7 @@ Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
         options.gpu_device = voxd_integer_option(env, o, "gpuDevice", 0, 64, "ParakeetModel.load").value_or(options.gpu_device);
         options.max_batch  = voxd_integer_option(env, o, "maxBatch", 1, 256, "ParakeetModel.load").value_or(options.max_batch);
         options.threads    = voxd_integer_option(env, o, "threads", 1, 256, "ParakeetModel.load").value_or(options.threads);
+        options.max_encode = voxd_integer_option(env, o, "maxEncode", 1, 256, "ParakeetModel.load").value_or(options.max_encode);
     } else if (!info[1].IsUndefined() && !info[1].IsNull()) {
         throw voxd_make_js_error(env, "invalid_argument", "ParakeetModel.load(path, options): options must be an object");
     }

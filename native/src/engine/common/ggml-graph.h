@@ -104,8 +104,17 @@ inline ggml_tensor * voxd_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_t
     return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, 1e-5f), w), b);
 }
 
-// Runs a graph on the weights' backend; returns how long it took, in microseconds.
+// Runs a graph on the weights' backend; returns how long it took, in microseconds. A GPU backend that lacks one of
+// the graph's ops fails the call, naming it, where ggml would abort the process.
 inline uint64_t voxd_graph_compute(const voxd_graph_weights & w, ggml_cgraph * gf, const char * what) {
+    if (!w.is_cpu) {
+        for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
+            ggml_tensor * node = ggml_graph_node(gf, i);
+            if (!ggml_backend_supports_op(w.backend.get(), node)) {
+                throw voxd_error("transcription_failed", std::string("the GPU backend cannot run ") + ggml_op_desc(node) + " (" + what + ")");
+            }
+        }
+    }
     uint64_t us = 0;
     {
         voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it

@@ -13,6 +13,9 @@
 voxd_parakeet_batcher::voxd_parakeet_batcher(const std::string & path, const voxd_parakeet_batch_options & options)
     : m_model(voxd_parakeet_batch_load(path, options)), m_options(options), m_executor(std::make_shared<voxd_executor>()) {
     m_options.max_batch = std::max(1, m_options.max_batch);
+    if (m_options.max_encode <= 0) {
+        m_options.max_encode = m_model->w.is_cpu ? 1 : m_options.max_batch;
+    }
 }
 
 voxd_parakeet_batcher::~voxd_parakeet_batcher() {
@@ -142,26 +145,36 @@ void voxd_parakeet_batcher::step() {
         }
         i++;
     }
-    // Clips to encode: those with enough frames for every stacked product to take the kernel it takes alone share
-    // one pass; a shorter one (under 0.2 s on x86) is encoded alone.
+    // Which clips to encode now. On a CPU the encoder is bound by arithmetic: a pass of several clips takes as long as
+    // encoding them one after another, and holds every one of them (and the decoding of the others) until the last is
+    // encoded. So there (max_encode 1) a clip is encoded once the clips being decoded, a small share of the time, are
+    // done: clips finish in the order they came, each about as soon as it would alone. On a GPU a pass of many clips
+    // costs little more than one: every waiting clip is encoded at once, between decoding steps. A clip too short
+    // for its products to take the kernel they take alone in a stack (under 0.2 s on x86) is encoded by itself.
+    const bool decoding = std::any_of(m_active.begin(), m_active.end(), [](const auto & clip) { return clip->encoded; });
+    int budget          = m_options.max_encode > 1 || !decoding ? m_options.max_encode : 0;
     for (auto & clip : m_active) {
-        if (!clip->encoded) {
+        if (!clip->encoded && budget-- > 0) {
             if (clip->n_frames >= VOXD_MIN_PRODUCT_ROWS) {
                 stacked.push_back(clip.get());
             } else {
                 encode({ clip.get() });
+                clip->encoded = true;
+                clip->mel     = std::vector<float>();
             }
         }
     }
     if (!stacked.empty()) {
         encode(stacked);
     }
+    for (voxd_parakeet_clip * clip : stacked) {
+        clip->encoded = true;
+        clip->mel     = std::vector<float>();
+    }
     for (auto & clip : m_active) {
-        if (!clip->encoded) {
-            clip->encoded = true;
-            clip->mel     = std::vector<float>();
+        if (clip->encoded) {
+            to_decode.push_back(clip.get());
         }
-        to_decode.push_back(clip.get());
     }
     if (!to_decode.empty()) {
         decode(to_decode);

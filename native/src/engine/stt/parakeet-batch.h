@@ -49,6 +49,7 @@ struct voxd_parakeet_batch_options {
     bool use_gpu   = true;
     int gpu_device = 0;
     int max_batch  = 8; // clips decoded together (the rest wait)
+    int max_encode = 0; // clips encoded together; 0 = the backend's choice (parakeet-batch.cpp, step)
     int threads    = 0; // CPU threads; 0 = every core up to 8
 };
 
