@@ -8,7 +8,7 @@
 import type { NativeParakeetInfo, NativeParakeetModel, NativeParakeetToken } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
-import { abortFlagFor } from '../native/abort.js';
+import { abortFlagFor, loadUnlessAborted } from '../native/abort.js';
 import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import { RedecodingStreamingSession } from './redecoding-streaming.js';
 import type {
@@ -204,12 +204,8 @@ export function createParakeetEngine(options: ParakeetEngineOptions = {}): Engin
     detect: isParakeetFile,
     async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
       if (!model.path) throw new Error('the parakeet engine needs a model file');
-      signal?.throwIfAborted();
-      const native = await loadNative().ParakeetModel.load(model.path, { maxBatch });
-      if (signal?.aborted) {
-        native.release();
-        signal.throwIfAborted();
-      }
+      const path = model.path;
+      const native = await loadUnlessAborted(signal, () => loadNative().ParakeetModel.load(path, { maxBatch }));
       return new ParakeetSttModel(model.id, native, native.info(), maxBatch);
     },
   };

@@ -10,7 +10,7 @@ import { loadNative } from '../native/load.js';
 import { unloadedModelError } from '../errors.js';
 import { withCoreShare } from './core-share.js';
 import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
-import { withCallbackAbort } from '../native/abort.js';
+import { loadUnlessAborted, withCallbackAbort } from '../native/abort.js';
 import type {
   Engine,
   ResolvedModel,
@@ -189,12 +189,8 @@ export function createWhisperEngine(options: WhisperEngineOptions = {}): Engine<
     },
     async load(model: ResolvedModel, signal?: AbortSignal): Promise<SttModel> {
       if (!model.path) throw new Error('the whisper engine needs a model file');
-      signal?.throwIfAborted();
-      const native = await loadNative().WhisperModel.load(model.path, { maxBatch });
-      if (signal?.aborted) {
-        native.release();
-        signal.throwIfAborted();
-      }
+      const path = model.path;
+      const native = await loadUnlessAborted(signal, () => loadNative().WhisperModel.load(path, { maxBatch }));
       return new WhisperSttModel(model.id, native, native.info(), maxBatch);
     },
   };

@@ -11,6 +11,20 @@ export function abortFlagFor(signal: AbortSignal | undefined): NativeAbortFlag |
 }
 
 /**
+ * Loads a native model unless `signal` is aborted first; a model that finished loading after the abort is released
+ * (its weights freed) and the abort thrown.
+ */
+export async function loadUnlessAborted<T extends { release(): void }>(signal: AbortSignal | undefined, load: () => Promise<T>): Promise<T> {
+  signal?.throwIfAborted();
+  const native = await load();
+  if (signal?.aborted) {
+    native.release();
+    signal.throwIfAborted();
+  }
+  return native;
+}
+
+/**
  * Runs native work that calls back into JS (`onAudio`, say) with a native abort flag that follows `signal` and also
  * stops the work when the caller's callback throws. After the first throw the callback is not called again, and
  * its error, not the work's outcome, is what this throws once the work has settled.

@@ -10,18 +10,33 @@
 
 #include <cstdint>
 #include <fstream>
-#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <vector>
+
+// The file, read from the start: the header's values, then the tensors. Every failure is a voxd_error
+// "model_load_failed" naming the file.
+class voxd_ggml_file_reader {
+public:
+    explicit voxd_ggml_file_reader(const std::string & path);
+
+    voxd_error fail(const std::string & why) const { return voxd_error("model_load_failed", m_path + ": " + why); }
+    int32_t read_i32();
+    std::vector<float> read_floats(size_t n);
+    std::string read_string(size_t n);
+    std::ifstream & stream() { return m_in; }
+
+private:
+    std::string m_path;
+    std::ifstream m_in;
+};
 
 class voxd_ggml_file_tensors {
 public:
-    using fail_fn = std::function<voxd_error(const std::string &)>; // makes the "model_load_failed" error
-
-    // Reads every record's metadata from `in` (positioned at the first record) into `ctx` (no_alloc, room for every
-    // tensor); the data stays in the file until load().
-    voxd_ggml_file_tensors(std::ifstream & in, ggml_context * ctx, fail_fn fail);
+    // Reads every record's metadata from `file` (past its header) into `ctx` (no_alloc, room for every tensor); the
+    // data stays in the file until load().
+    voxd_ggml_file_tensors(voxd_ggml_file_reader & file, ggml_context * ctx);
 
     // The tensor `name`, which must have `shape` (dimensions left out are 1): a mismatch would trip a ggml assertion
     // in a graph later.
@@ -38,8 +53,7 @@ private:
         ggml_tensor * tensor;
         std::streamoff offset; // of its data in the file
     };
-    std::ifstream & m_in;
+    voxd_ggml_file_reader & m_file;
     ggml_context * m_ctx; // borrowed: the caller's
-    fail_fn m_fail;
     std::map<std::string, record> m_records;
 };

@@ -11,6 +11,8 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <vector>
 
 // Every weight product must take the same CPU kernel for a row alone as in a batch (docs/architecture.md "Batched
@@ -65,6 +67,8 @@ struct voxd_graph_weights {
     ggml_context_ptr ctx;        // the weights' metadata
     ggml_backend_buffer_ptr buf; // the weights
     bool is_cpu = true;
+    // the graphs (by name) whose ops the GPU backend was found to run; the executor thread's (voxd_graph_compute)
+    mutable std::set<std::string> gpu_checked;
 };
 
 // The metadata of one graph of ours (its tensors are allocated by a ggml_gallocr): freed when the step ends.
@@ -106,20 +110,21 @@ inline ggml_tensor * voxd_layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_t
 
 // Runs a graph on the weights' backend; returns how long it took, in microseconds. A GPU backend that lacks one of
 // the graph's ops fails the call, naming it, where ggml would abort the process.
-inline uint64_t voxd_graph_compute(const voxd_graph_weights & w, ggml_cgraph * gf, const char * what) {
-    if (!w.is_cpu) {
+inline uint64_t voxd_graph_compute(const voxd_graph_weights & w, ggml_cgraph * gf, const std::string & what) {
+    if (!w.is_cpu && !w.gpu_checked.count(what)) { // each kind of graph once: its first has every op its kind has
         for (int i = 0; i < ggml_graph_n_nodes(gf); i++) {
             ggml_tensor * node = ggml_graph_node(gf, i);
             if (!ggml_backend_supports_op(w.backend.get(), node)) {
-                throw voxd_error("transcription_failed", std::string("the GPU backend cannot run ") + ggml_op_desc(node) + " (" + what + ")");
+                throw voxd_error("transcription_failed", std::string("the GPU backend cannot run ") + ggml_op_desc(node) + " (the " + what + ")");
             }
         }
+        w.gpu_checked.insert(what);
     }
     uint64_t us = 0;
     {
         voxd_stage_timer timer(us); // adds the time when it goes out of scope, before the return reads it
         if (ggml_backend_graph_compute(w.backend.get(), gf) != GGML_STATUS_SUCCESS) {
-            throw voxd_error("transcription_failed", std::string("the ") + what + " failed");
+            throw voxd_error("transcription_failed", "the " + what + " failed");
         }
     }
     return us;

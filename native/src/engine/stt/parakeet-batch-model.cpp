@@ -7,7 +7,6 @@
 #include "ggml-cpu.h"
 
 #include <cmath>
-#include <fstream>
 
 namespace {
 
@@ -46,23 +45,10 @@ bool is_punctuation(const std::string & piece) {
 } // namespace
 
 std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::string & path, const voxd_parakeet_batch_options & options) {
-    auto fail = [&](const std::string & why) { return voxd_error("model_load_failed", path + ": " + why); };
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw fail("cannot open the file");
-    }
-    auto read_i32 = [&]() {
-        int32_t v = 0;
-        if (!in.read(reinterpret_cast<char *>(&v), sizeof(v)))
-            throw fail("the file is truncated");
-        return v;
-    };
-    auto read_floats = [&](std::vector<float> & out, int32_t n) {
-        out.resize((size_t) n);
-        if (!in.read(reinterpret_cast<char *>(out.data()), (std::streamsize)(out.size() * sizeof(float))))
-            throw fail("the file is truncated");
-    };
-    auto m = std::make_unique<voxd_parakeet_batch_model>();
+    voxd_ggml_file_reader file(path);
+    auto fail     = [&](const std::string & why) { return file.fail(why); };
+    auto read_i32 = [&]() { return file.read_i32(); };
+    auto m        = std::make_unique<voxd_parakeet_batch_model>();
     (void) read_i32(); // magic, checked
     int32_t * hp[] = { &m->n_vocab,     &m->n_audio_ctx, &m->n_state,  &m->n_head, &m->n_layer,       &m->n_mels,      &m->ftype,        &m->n_fft,
                        &m->subsampling, &m->n_channels,  &m->n_kernel, &m->n_pred, &m->n_pred_layers, &m->n_durations, &m->n_max_symbols };
@@ -76,8 +62,8 @@ std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::s
 
     const int32_t n_mel = read_i32();
     const int32_t n_fb  = read_i32();
-    read_floats(m->filters, n_mel * n_fb);
-    read_floats(m->window, read_i32());
+    m->filters          = file.read_floats((size_t) n_mel * n_fb);
+    m->window           = file.read_floats((size_t) read_i32());
     if (m->window.empty()) { // a periodic Hann window, computed as libparakeet does
         m->window.resize((size_t) m->n_fft);
         for (int i = 0; i < m->n_fft; i++) {
@@ -89,9 +75,7 @@ std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::s
     }
     const int32_t n_pieces = read_i32();
     for (int32_t i = 0; i < n_pieces; i++) {
-        std::string piece((size_t) read_i32(), '\0');
-        in.read(piece.data(), (std::streamsize) piece.size());
-        m->pieces.push_back(std::move(piece));
+        m->pieces.push_back(file.read_string((size_t) read_i32()));
     }
     m->pieces.push_back("[BLANK]");
     for (const std::string & piece : m->pieces) {
@@ -101,7 +85,16 @@ std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::s
     }
 
     // the tables libparakeet fills at load, with the same float arithmetic
+    int bits = 0;
+    while ((1 << bits) < m->n_fft) {
+        bits++;
+    }
     for (int i = 0; i < m->n_fft; i++) {
+        int reversed = 0;
+        for (int b = 0; b < bits; b++) {
+            reversed |= ((i >> b) & 1) << (bits - 1 - b);
+        }
+        m->fft_order.push_back(reversed);
         const double theta = (2 * M_PI * i) / m->n_fft;
         m->cos_table.push_back(cosf((float) theta));
         m->sin_table.push_back(sinf((float) theta));
@@ -119,7 +112,7 @@ std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::s
     if (!m->w.ctx || !m->w.backend) {
         throw fail("cannot initialise ggml");
     }
-    voxd_ggml_file_tensors tensors(in, m->w.ctx.get(), fail);
+    voxd_ggml_file_tensors tensors(file, m->w.ctx.get());
     // weights that our graphs multiply may be of any type ggml multiplies; the rest (convolution kernels, biases,
     // norms, the BatchNorm statistics) are f32, as libparakeet creates them
     auto matrix = [&](const std::string & name, std::initializer_list<int64_t> shape) { return tensors.get(name, shape); };
@@ -208,24 +201,17 @@ std::unique_ptr<voxd_parakeet_batch_model> voxd_parakeet_batch_load(const std::s
 
 namespace {
 
-// The DFT of n real values (n a power of two, at most the tables' size), complex results interleaved in `out`:
-// radix-2 decimation in time, each butterfly computed with the same operations, in the same order, as libparakeet's
-// recursive FFT computes it, so the spectra agree to the bit.
-void fft(const voxd_parakeet_batch_model & m, const float * in, int n, std::vector<float> & out) {
-    int bits = 0;
-    while ((1 << bits) < n) {
-        bits++;
-    }
+// The DFT of n_fft real values, complex results interleaved in `out`: radix-2 decimation in time, each butterfly
+// computed with the same operations, in the same order, as libparakeet's recursive FFT computes it, so the spectra
+// agree to the bit.
+void fft(const voxd_parakeet_batch_model & m, const float * in, std::vector<float> & out) {
+    const int n = m.n_fft;
     out.assign((size_t) 2 * n, 0.0f);
     for (int i = 0; i < n; i++) {
-        int r = 0;
-        for (int b = 0; b < bits; b++) {
-            r |= ((i >> b) & 1) << (bits - 1 - b);
-        }
-        out[(size_t) 2 * r] = in[i]; // a length-1 transform: the value, imaginary part 0
+        out[(size_t) 2 * m.fft_order[(size_t) i]] = in[i]; // a length-1 transform: the value, imaginary part 0
     }
     for (int size = 2; size <= n; size *= 2) {
-        const int half = size / 2, step = m.n_fft / size;
+        const int half = size / 2, step = n / size;
         for (int base = 0; base < n; base += size) {
             for (int k = 0; k < half; k++) {
                 const float w_re = m.cos_table[(size_t) (k * step)];
@@ -265,7 +251,7 @@ std::vector<float> voxd_parakeet_mel(const voxd_parakeet_batch_model & m, const 
         for (int j = 0; j < n_in; j++) {
             frame[(size_t) (window_left + j)] = m.window[(size_t) j] * x[offset + (size_t) (window_left + j)];
         }
-        fft(m, frame.data(), n_fft, spectrum);
+        fft(m, frame.data(), spectrum);
         for (int j = 0; j < n_bins; j++) {
             power[(size_t) j] = spectrum[(size_t) 2 * j] * spectrum[(size_t) 2 * j] + spectrum[(size_t) 2 * j + 1] * spectrum[(size_t) 2 * j + 1];
         }

@@ -38,6 +38,7 @@ struct voxd_parakeet_batch_model {
     std::vector<float> window;       // the file's analysis window (a periodic Hann window of n_fft if it has none)
     std::vector<float> cos_table;    // cos(2 pi i / n_fft), the FFT's twiddles
     std::vector<float> sin_table;    // sin(2 pi i / n_fft)
+    std::vector<int> fft_order;      // where each sample goes before the FFT's first stage (its bit-reversed index)
     std::vector<float> pos_freqs;    // the relative positional encoding's frequencies (n_state / 2)
     std::vector<int32_t> durations;  // encoder frames each duration index advances
     std::vector<std::string> pieces; // n_vocab SentencePiece pieces, then the blank

@@ -3,6 +3,7 @@
 #include "stt/parakeet-batch.h"
 #include "stt/parakeet-batch-model.h"
 
+#include "common/batch-queue.h"
 #include "common/cpu-gate.h"
 #include "common/error.h"
 #include "common/executor.h"
@@ -20,9 +21,7 @@ voxd_parakeet_batcher::voxd_parakeet_batcher(const std::string & path, const vox
 
 voxd_parakeet_batcher::~voxd_parakeet_batcher() {
     m_executor->stop(); // the loop sees it at its next step and ends every clip with "closed"
-    for (auto & clip : m_queue) {
-        clip->task->on_error("closed", "the Parakeet model was released");
-    }
+    m_jobs.close_queued("the Parakeet model was released");
 }
 
 bool voxd_parakeet_batcher::on_executor_thread() const {
@@ -56,71 +55,14 @@ void voxd_parakeet_batcher::submit(std::shared_ptr<voxd_parakeet_task> task, con
     clip->n_frames   = (int) n_frames;
     clip->pending    = m_model->blank(); // the prediction network starts from the blank
 
-    std::lock_guard<std::mutex> lock(m_mutex);
-    if (!m_running) {
-        m_running = m_executor->post([this] { run_until_idle(); });
-        if (!m_running) {
-            throw voxd_error("closed", "the engine was stopped: its JavaScript environment is shutting down");
-        }
-    }
-    m_queue.push_back(std::move(clip));
-}
-
-void voxd_parakeet_batcher::run_until_idle() {
-    for (;;) {
-        if (m_executor->stopping()) {
-            std::deque<std::unique_ptr<voxd_parakeet_clip>> queued;
-            {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                queued.swap(m_queue);
-                m_running = false;
-            }
-            for (auto & clip : m_active) {
-                clip->task->on_error("closed", "the engine was stopped");
-            }
-            m_active.clear();
-            for (auto & clip : queued) {
-                clip->task->on_error("closed", "the engine was stopped");
-            }
-            return;
-        }
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            if (m_queue.empty() && m_active.empty()) {
-                m_running = false;
-                return;
-            }
-        }
-        try {
-            const voxd_cpu_gate::lease cores(m_model->w.is_cpu ? m_model->threads : 1);
-            step();
-        } catch (const voxd_error & e) {
-            for (auto & clip : m_active) {
-                clip->task->on_error(e.code, e.what());
-            }
-            m_active.clear();
-        } catch (const std::exception & e) {
-            for (auto & clip : m_active) {
-                clip->task->on_error("transcription_failed", e.what());
-            }
-            m_active.clear();
-        }
-    }
-}
-
-void voxd_parakeet_batcher::admit() {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    while (!m_queue.empty() && (int) m_active.size() < m_options.max_batch) {
-        m_active.push_back(std::move(m_queue.front()));
-        m_queue.pop_front();
-    }
+    m_jobs.push(std::move(clip), *m_executor, [this] { m_jobs.run_until_idle(*m_executor, m_model->w.is_cpu ? m_model->threads : 1, [this] { step(); }); });
 }
 
 void voxd_parakeet_batcher::step() {
-    admit();
+    m_jobs.admit(m_options.max_batch);
     std::vector<voxd_parakeet_clip *> stacked, to_decode;
-    for (size_t i = 0; i < m_active.size();) {
-        voxd_parakeet_clip & clip = *m_active[i];
+    for (size_t i = 0; i < m_jobs.active.size();) {
+        voxd_parakeet_clip & clip = *m_jobs.active[i];
         const bool done           = clip.encoded && (clip.frame >= clip.n_frames || (clip.max_tokens > 0 && (int) clip.tokens.size() >= clip.max_tokens));
         if (clip.task->aborted()) {
             clip.task->on_error("aborted", "the operation was aborted");
@@ -130,16 +72,16 @@ void voxd_parakeet_batcher::step() {
             i++;
             continue;
         }
-        m_active.erase(m_active.begin() + (ptrdiff_t) i);
+        m_jobs.active.erase(m_jobs.active.begin() + (ptrdiff_t) i);
     }
-    for (size_t i = 0; i < m_active.size();) { // a clip whose buffers do not fit fails alone
-        voxd_parakeet_clip & clip = *m_active[i];
+    for (size_t i = 0; i < m_jobs.active.size();) { // a clip whose buffers do not fit fails alone
+        voxd_parakeet_clip & clip = *m_jobs.active[i];
         if (!clip.encoded && !clip.buf) {
             try {
                 clip.allocate(*m_model);
             } catch (const std::exception & e) {
                 clip.task->on_error("transcription_failed", e.what());
-                m_active.erase(m_active.begin() + (ptrdiff_t) i);
+                m_jobs.active.erase(m_jobs.active.begin() + (ptrdiff_t) i);
                 continue;
             }
         }
@@ -151,9 +93,9 @@ void voxd_parakeet_batcher::step() {
     // done: clips finish in the order they came, each about as soon as it would alone. On a GPU a pass of many clips
     // costs little more than one: every waiting clip is encoded at once, between decoding steps. A clip too short
     // for its products to take the kernel they take alone in a stack (under 0.2 s on x86) is encoded by itself.
-    const bool decoding = std::any_of(m_active.begin(), m_active.end(), [](const auto & clip) { return clip->encoded; });
+    const bool decoding = std::any_of(m_jobs.active.begin(), m_jobs.active.end(), [](const auto & clip) { return clip->encoded; });
     int budget          = m_options.max_encode > 1 || !decoding ? m_options.max_encode : 0;
-    for (auto & clip : m_active) {
+    for (auto & clip : m_jobs.active) {
         if (!clip->encoded && budget-- > 0) {
             if (clip->n_frames >= VOXD_MIN_PRODUCT_ROWS) {
                 stacked.push_back(clip.get());
@@ -171,7 +113,7 @@ void voxd_parakeet_batcher::step() {
         clip->encoded = true;
         clip->mel     = std::vector<float>();
     }
-    for (auto & clip : m_active) {
+    for (auto & clip : m_jobs.active) {
         if (clip->encoded) {
             to_decode.push_back(clip.get());
         }

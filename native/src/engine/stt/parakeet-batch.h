@@ -12,8 +12,9 @@
 // scheduling (here and parakeet-batch.cpp).
 #pragma once
 
+#include "common/batch-queue.h"
+
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -95,9 +96,7 @@ public:
     voxd_parakeet_batch_timings timings() const;
 
 private:
-    void run_until_idle();
     void step();
-    void admit();
     void encode(const std::vector<voxd_parakeet_clip *> & clips);
     void decode(const std::vector<voxd_parakeet_clip *> & clips);
     void advance(voxd_parakeet_clip & clip, const float * log_probs); // the greedy TDT rule, on one step's output
@@ -106,12 +105,7 @@ private:
     std::unique_ptr<voxd_parakeet_batch_model> m_model;
     voxd_parakeet_batch_options m_options;
 
-    std::mutex m_mutex;                                      // guards m_queue, m_running
-    std::deque<std::unique_ptr<voxd_parakeet_clip>> m_queue; // mel computed, waiting for a slot
-    bool m_running = false;                                  // a run_until_idle task is queued or running on the executor
-
-    // executor thread only
-    std::vector<std::unique_ptr<voxd_parakeet_clip>> m_active;
+    voxd_batch_queue<voxd_parakeet_clip> m_jobs; // mel computed, waiting for a slot; then the batch
 
     mutable std::mutex m_timings_mutex;
     voxd_parakeet_batch_timings m_timings;

@@ -12,18 +12,10 @@
 #include <regex>
 
 std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::string & path, const voxd_whisper_batch_options & options) {
-    auto fail = [&](const std::string & why) { return voxd_error("model_load_failed", path + ": " + why); };
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw fail("cannot open the file");
-    }
-    auto read_i32 = [&]() {
-        int32_t v = 0;
-        if (!in.read(reinterpret_cast<char *>(&v), sizeof(v)))
-            throw fail("the file is truncated");
-        return v;
-    };
-    auto m = std::make_unique<voxd_whisper_batch_model>();
+    voxd_ggml_file_reader file(path);
+    auto fail     = [&](const std::string & why) { return file.fail(why); };
+    auto read_i32 = [&]() { return file.read_i32(); };
+    auto m        = std::make_unique<voxd_whisper_batch_model>();
     (void) read_i32(); // magic, checked
     int32_t * hp[] = { &m->n_vocab,      &m->n_audio_ctx, &m->n_state,      &m->n_audio_head, &m->n_audio_layer, &m->n_text_ctx,
                        &m->n_text_state, &m->n_text_head, &m->n_text_layer, &m->n_mels,       &m->ftype };
@@ -33,15 +25,13 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
 
     const int32_t n_mel = read_i32();
     const int32_t n_fft = read_i32();
-    m->mel_filters.resize((size_t) n_mel * n_fft);
-    in.read(reinterpret_cast<char *>(m->mel_filters.data()), (std::streamsize)(m->mel_filters.size() * sizeof(float)));
+    m->mel_filters      = file.read_floats((size_t) n_mel * n_fft);
 
     const int32_t n_words = read_i32();
     m->vocab.resize((size_t) n_words);
     for (int32_t i = 0; i < n_words; i++) {
         std::string & w = m->vocab[(size_t) i];
-        w.resize((size_t) read_i32());
-        in.read(w.data(), (std::streamsize) w.size());
+        w               = file.read_string((size_t) read_i32());
         m->ids.emplace(w, i);
         m->max_token_len = std::max(m->max_token_len, w.size());
     }
@@ -75,7 +65,7 @@ std::unique_ptr<voxd_whisper_batch_model> voxd_whisper_batch_load(const std::str
     if (!m->w.ctx || !m->w.backend) {
         throw fail("cannot initialise ggml");
     }
-    voxd_ggml_file_tensors tensors(in, m->w.ctx.get(), fail);
+    voxd_ggml_file_tensors tensors(file, m->w.ctx.get());
     auto get        = [&](const std::string & name, std::initializer_list<int64_t> shape) { return tensors.get(name, shape); };
     const int64_t s = m->n_state;
     if (m->n_text_state != s) {

@@ -4,6 +4,7 @@
 #include "stt/whisper-rules.h"
 #include "stt/whisper-sequence.h"
 
+#include "common/batch-queue.h"
 #include "common/cpu-gate.h"
 #include "common/error.h"
 #include "common/executor.h"
@@ -27,9 +28,7 @@ voxd_whisper_batcher::voxd_whisper_batcher(const std::string & path, const voxd_
 
 voxd_whisper_batcher::~voxd_whisper_batcher() {
     m_executor->stop(); // the loop sees it at its next step and ends every job with "closed"
-    for (auto & seq : m_queue) {
-        seq->task->on_error("closed", "the whisper model was released");
-    }
+    m_jobs.close_queued("the whisper model was released");
 }
 
 bool voxd_whisper_batcher::on_executor_thread() const {
@@ -100,77 +99,16 @@ void voxd_whisper_batcher::submit(std::shared_ptr<voxd_whisper_task> task) {
     seq->n_content = (int) (task->samples().size() / VOXD_WHISPER_HOP);
     seq->mel       = voxd_whisper_mel(m.mel_filters, m.n_mels, task->samples(), seq->n_mel_frames); // here, on the caller's thread
 
-    std::lock_guard<std::mutex> lock(m_mutex);
-    if (!m_running) {
-        m_running = m_executor->post([this] { run_until_idle(); });
-        if (!m_running) {
-            throw voxd_error("closed", "the engine was stopped: its JavaScript environment is shutting down");
-        }
-    }
-    m_queue.push_back(std::move(seq));
-}
-
-void voxd_whisper_batcher::run_until_idle() {
-    for (;;) {
-        if (m_executor->stopping()) {
-            std::deque<std::unique_ptr<voxd_whisper_sequence>> queued;
-            {
-                std::lock_guard<std::mutex> lock(m_mutex);
-                queued.swap(m_queue);
-                m_running = false;
-            }
-            for (auto * list : { &m_active }) {
-                for (auto & seq : *list) {
-                    seq->task->on_error("closed", "the engine was stopped");
-                }
-                list->clear();
-            }
-            for (auto & seq : queued) {
-                seq->task->on_error("closed", "the engine was stopped");
-            }
-            return;
-        }
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            if (m_queue.empty() && m_active.empty()) {
-                m_running = false;
-                return;
-            }
-        }
-        try {
-            // the cores for the whole step, the work between its graphs (spectrograms, sampling) included: a thread of
-            // this step running beside another model's team would slow that team down as much as a team of its own
-            const voxd_cpu_gate::lease cores(m_model->w.is_cpu ? m_model->threads : 1);
-            step();
-        } catch (const voxd_error & e) {
-            for (auto & seq : m_active) {
-                seq->task->on_error(e.code, e.what());
-            }
-            m_active.clear();
-        } catch (const std::exception & e) {
-            for (auto & seq : m_active) {
-                seq->task->on_error("transcription_failed", e.what());
-            }
-            m_active.clear();
-        }
-    }
-}
-
-void voxd_whisper_batcher::admit() {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    while (!m_queue.empty() && (int) m_active.size() < m_options.max_batch) {
-        m_active.push_back(std::move(m_queue.front()));
-        m_queue.pop_front();
-    }
+    m_jobs.push(std::move(seq), *m_executor, [this] { m_jobs.run_until_idle(*m_executor, m_model->w.is_cpu ? m_model->threads : 1, [this] { step(); }); });
 }
 
 // One step: new jobs join, ended ones leave, sequences at a new window are encoded together, then every sequence
 // with tokens to decode is decoded together.
 void voxd_whisper_batcher::step() {
-    admit();
+    m_jobs.admit(m_options.max_batch);
     std::vector<voxd_whisper_sequence *> to_encode, to_decode;
-    for (size_t i = 0; i < m_active.size();) {
-        voxd_whisper_sequence & seq = *m_active[i];
+    for (size_t i = 0; i < m_jobs.active.size();) {
+        voxd_whisper_sequence & seq = *m_jobs.active[i];
         const bool done             = seq.state == voxd_whisper_sequence::phase::encode && seq.seek >= seq.n_content;
         if (seq.task->aborted()) {
             seq.task->on_error("aborted", "the operation was aborted");
@@ -183,7 +121,7 @@ void voxd_whisper_batcher::step() {
             i++;
             continue;
         }
-        m_active.erase(m_active.begin() + (ptrdiff_t) i);
+        m_jobs.active.erase(m_jobs.active.begin() + (ptrdiff_t) i);
     }
     for (size_t i = 0; i < to_encode.size();) { // a job whose caches do not fit fails alone
         voxd_whisper_sequence * seq = to_encode[i];
@@ -195,7 +133,7 @@ void voxd_whisper_batcher::step() {
         } catch (const std::exception & e) {
             seq->task->on_error("transcription_failed", e.what());
             to_encode.erase(to_encode.begin() + (ptrdiff_t) i);
-            m_active.erase(std::find_if(m_active.begin(), m_active.end(), [&](const auto & a) { return a.get() == seq; }));
+            m_jobs.active.erase(std::find_if(m_jobs.active.begin(), m_jobs.active.end(), [&](const auto & a) { return a.get() == seq; }));
         }
     }
     if (!to_encode.empty()) {
@@ -210,7 +148,7 @@ void voxd_whisper_batcher::step() {
             }
         }
     }
-    for (auto & seq : m_active) {
+    for (auto & seq : m_jobs.active) {
         if (!seq->feed.empty()) {
             to_decode.push_back(seq.get());
         }

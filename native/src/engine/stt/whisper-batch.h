@@ -12,8 +12,9 @@
 // decoding rules (whisper-rules) and the scheduling of jobs (here and whisper-batch.cpp).
 #pragma once
 
+#include "common/batch-queue.h"
+
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -116,9 +117,7 @@ public:
     voxd_whisper_batch_timings timings() const;
 
 private:
-    void run_until_idle();
     void step();
-    void admit();
     void encode(const std::vector<voxd_whisper_sequence *> & seqs);
     void decode(const std::vector<voxd_whisper_sequence *> & seqs);
     void apply_logits(voxd_whisper_sequence & seq, float * logits); // filters the logits in place
@@ -127,12 +126,7 @@ private:
     std::unique_ptr<voxd_whisper_batch_model> m_model;
     voxd_whisper_batch_options m_options;
 
-    std::mutex m_mutex;                                         // guards m_queue, m_running
-    std::deque<std::unique_ptr<voxd_whisper_sequence>> m_queue; // prepared (features computed), waiting for a slot
-    bool m_running = false;                                     // a run_until_idle task is queued or running on the executor
-
-    // executor thread only
-    std::vector<std::unique_ptr<voxd_whisper_sequence>> m_active;
+    voxd_batch_queue<voxd_whisper_sequence> m_jobs; // mel computed, waiting for a slot; then the batch
 
     mutable std::mutex m_timings_mutex;
     voxd_whisper_batch_timings m_timings;
