@@ -7,7 +7,7 @@
  */
 import type { NativeParakeetInfo, NativeParakeetModel, NativeParakeetToken } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
-import { unloadedModelError } from '../errors.js';
+import { apiErrorFromNative, unloadedModelError } from '../errors.js';
 import { abortFlagFor, loadUnlessAborted } from '../native/abort.js';
 import { GGML_FILE_MAGIC, readFileHead } from './file-head.js';
 import { RedecodingStreamingSession } from './redecoding-streaming.js';
@@ -164,7 +164,10 @@ class ParakeetSttModel implements SttModel {
     const native = this.loaded;
     const maxTokens = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
     // concurrent clips (requests, live sessions) join the model's batcher and share its passes
-    const tokens = await native.transcribe(samples, { maxTokens }, abortFlagFor(options.signal));
+    const tokens = await native.transcribe(samples, { maxTokens }, abortFlagFor(options.signal)).catch((error: unknown) => {
+      // a clip over 655 s in one piece (the server cuts uploads into chunks; a caller of the engine may not)
+      throw apiErrorFromNative(error, { codes: ['invalid_argument'] });
+    });
     const segments = parakeetSegments(tokens, options.wordTimestamps ?? false);
     // the language was checked against `capabilities` by the speech-to-text service; the model names none itself
     const language = options.language ?? (this.info.multilingual ? UNIDENTIFIED_LANGUAGE : 'en');

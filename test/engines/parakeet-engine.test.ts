@@ -12,6 +12,7 @@ import { isParakeetFile, parakeetEngine, parakeetSegments } from '../../src/engi
 import { whisperEngine } from '../../src/engines/whisper.js';
 import type { NativeParakeetModel, NativeParakeetToken } from '../../src/native/addon.js';
 import { loadNative } from '../../src/native/load.js';
+import { ApiError } from '../../src/errors.js';
 import { planTranscription } from '../../src/services/stt/transcriber.js';
 import { mostTokensInOneFrame, parakeetTestModel, runParakeetCli, type ParakeetCliResult } from '../helpers/parakeet.js';
 import { JFK_WAV, SHARED, SILERO_V6 } from '../helpers/paths.js';
@@ -114,11 +115,23 @@ describe('parakeet engine against parakeet-cli', () => {
     clips.slice(1).forEach((clip, i) => assert.deepEqual(results[i], alone.get(`v3 ${clip.file}`), path.basename(clip.file)));
   });
 
-  it('keeps the first max_tokens tokens, and has no tokens for a clip under 20 ms', async () => {
+  it('keeps the first max_tokens tokens, has no tokens for a clip under 20 ms, and refuses one over 655 s', async () => {
     const model = models[0]!;
     const first = await model.native.transcribe(clips[0]!.samples, { maxTokens: 5 });
     assert.deepEqual(first, alone.get(`v3 ${JFK_WAV}`)!.slice(0, 5));
     assert.deepEqual(await model.native.transcribe(new Float32Array(319), {}), []);
+    // over 8192 encoder frames (655 s) in one piece: refused before any work, as a bad request through the engine
+    const tooLong = new Float32Array(8192 * 8 * 160);
+    await assert.rejects(model.native.transcribe(tooLong), (error: Error & { code?: string }) => error.code === 'invalid_argument');
+    const engineModel = await parakeetEngine.load({ id: 'v3', path: model.path, projector: null });
+    try {
+      await assert.rejects(
+        engineModel.transcribe(tooLong),
+        (error: Error & { code?: string }) => error instanceof ApiError && error.code === 'invalid_request' && /cut it at pauses/.test(error.message),
+      );
+    } finally {
+      await engineModel.dispose();
+    }
     const shortest = await model.native.transcribe(new Float32Array(320).fill(0.1), {});
     assert.ok(
       shortest.every((t) => Number.isFinite(t.p)),
