@@ -19,7 +19,7 @@
 //
 // Models:
 //   multilingual (default)  v3-like: 8192 pieces, among them Latin letters with diacritics, Cyrillic and Greek
-//   --en                    v2-like: 1024 pieces, ASCII only (tts-test-model/vocab.mjs's English pieces)
+//   --en                    v2-like: 1024 pieces, ASCII only (test-model-vocab.mjs's English pieces)
 //   --size tiny             2 layers x 64 (2 heads), subsampling channels 16, prediction network 2 x 64
 //   --size realistic        the released 0.6B shapes: 24 layers x 1024 (8 heads), subsampling channels 256,
 //                           prediction network 2 x 640 (both v2 and v3; their vocabularies differ)
@@ -39,7 +39,7 @@ import { Buffer } from 'node:buffer';
 import path from 'node:path';
 import { checkChoice, checkSeed, fanIn, runGeneratorCli, singleFileGenerator, tensor, tensorData, testModelsDir, zeros } from './test-model-common.mjs';
 import { GGML_FILE_MAGIC, GGML_TYPE_F32, writeGgmlFile } from './gguf/ggml.mjs';
-import { sentencePieces } from './tts-test-model/vocab.mjs';
+import { sentencePieces } from './test-model-vocab.mjs';
 
 // bumped whenever the output for given options changes, so stale cache entries are not reused
 const FORMAT_VERSION = 1;
@@ -154,7 +154,7 @@ const EXTRA_WORDS = 'für über où été más está già però när på że si�
 const SPACE = '\u2581'; // SentencePiece's escaped space: a piece that starts a word
 
 /**
- * The vocabulary: tts-test-model/vocab.mjs's English SentencePiece pieces (<unk>, <s>, </s> first, then the bare
+ * The vocabulary: test-model-vocab.mjs's English SentencePiece pieces (<unk>, <s>, </s> first, then the bare
  * space piece, characters with punctuation, words, letter pairs and triples), then for v3 the multilingual pieces.
  * @param {number} size
  * @param {boolean} en

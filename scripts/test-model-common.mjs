@@ -1,13 +1,14 @@
 // What the random-weight test-model writers (make-whisper-test-model.mjs, make-tts-test-model.mjs,
-// make-parakeet-test-model.mjs) share: the cache location and its build-then-rename discipline, option checks and
-// the CLI, the numeric pieces whose exact bits the formats depend on (ggml's tensor types and sizes are in
-// gguf/ggml.mjs), and tensors described by how they are filled, with their deterministic weights. Anything here
-// that touches a value written to a model (halfBits, weylStream, tensorData) fixes those models' bytes: change it
-// only together with the FORMAT_VERSION of every script that uses it.
+// make-asr-test-model.mjs, make-parakeet-test-model.mjs) share: the cache location and its build-then-rename
+// discipline, option checks and the CLI, the numeric pieces whose exact bits the formats depend on (ggml's tensor
+// types and sizes are in gguf/ggml.mjs), and tensors described by how they are filled, with their deterministic
+// weights. Anything here that touches a value written to a model (halfBits, weylStream, tensorData) fixes those
+// models' bytes: change it only together with the FORMAT_VERSION of every script that uses it.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { GGML_TYPE_F16, GGML_TYPE_F32, nElements } from './gguf/ggml.mjs';
+import { ALIGNMENT, kv, writeGguf } from './gguf/writer.mjs';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -90,6 +91,124 @@ export function singleFileGenerator(normalise, cachePath, writeModel) {
       return out;
     },
   };
+}
+
+// ---- generators of GGUF pairs (make-tts-test-model.mjs, make-asr-test-model.mjs) ----
+
+/** @typedef {{ metadata: Record<string, import('./gguf/writer.mjs').MetadataValue>, tensors: Tensor[] }} GgufFile what writeGguf writes */
+/** @typedef {(architecture: string, type: string) => Record<string, import('./gguf/writer.mjs').MetadataValue>} GeneralKeys a file's general.* keys */
+/**
+ * An architecture of a pair generator: its sizes (each a dimensions object), the base of its file names for a size,
+ * and `build(dims, general)`, the two files' contents, each starting with the keys `general` gives.
+ * @typedef {{ sizes: Record<string, object>, fileName(size: string): string, build(dims: any, general: GeneralKeys): { model: GgufFile, mmproj: GgufFile } }} PairArch
+ */
+/** @typedef {{ arch?: string, size?: string, seed?: number }} PairOptions */
+/** @typedef {{ dir: string, model: string, mmproj: string }} PairPaths */
+
+const LLAMA_FTYPE_MOSTLY_F16 = 1;
+
+/**
+ * The general.* keys every file of a pair starts with, in the converter's order.
+ * @param {string} architecture
+ * @param {string} type
+ * @param {string} name
+ * @param {string} script the generator, named in the description
+ */
+function generalKeys(architecture, type, name, script) {
+  return {
+    'general.architecture': kv.str(architecture),
+    'general.type': kv.str(type),
+    'general.name': kv.str(name),
+    'general.description': kv.str(`random weights for tests (voxd scripts/${script})`),
+    'general.file_type': kv.u32(LLAMA_FTYPE_MOSTLY_F16),
+    'general.quantization_version': kv.u32(2),
+    'general.alignment': kv.u32(ALIGNMENT),
+  };
+}
+
+/**
+ * A generator of model pairs in the layout of llama.cpp's hub repositories: `<name>.gguf` (the language model or
+ * backbone, libllama) and `mmproj-<name>.gguf` (libmtmd), for the architectures in `archs` (the first is the
+ * default). Its functions take { arch, size, seed } (defaults: that arch, tiny, 1): `dims` (the size's dimensions),
+ * `files` (the two file names), `dir` (the cache directory), `write(outDir)` and `make()` (the cached pair, written
+ * on first use), both resolving to { dir, model, mmproj } (absolute paths), and `runCli(moduleUrl)`, the command
+ * `[--arch A] [--size S] [--seed N] [--out DIR]` that prints the two paths.
+ * @param {{ script: string, archs: Record<string, PairArch>, formatVersion: number }} spec script: the generator's
+ *   file name (in the files' description and its errors); formatVersion: in the cache directory's name, bumped
+ *   whenever the output for given options changes, so that stale entries are not reused
+ */
+export function pairGenerator({ script, archs, formatVersion }) {
+  const defaultArch = Object.keys(archs)[0];
+  /** @param {PairOptions} [options] */
+  const normalise = ({ arch = defaultArch, size = 'tiny', seed = 1 } = {}) => {
+    checkChoice('arch', arch, archs);
+    checkChoice('size', size, archs[arch].sizes);
+    checkSeed(seed);
+    return { arch, size, seed };
+  };
+  /** @param {PairOptions} [options] */
+  const dims = (options) => {
+    const { arch, size } = normalise(options);
+    return { ...archs[arch].sizes[size] };
+  };
+  /** @param {PairOptions} [options] */
+  const files = (options) => {
+    const { arch, size } = normalise(options);
+    const base = archs[arch].fileName(size);
+    return { model: `${base}.gguf`, mmproj: `mmproj-${base}.gguf` };
+  };
+  /** @param {PairOptions} [options] */
+  const dir = (options) => {
+    const { arch, size, seed } = normalise(options);
+    return path.join(testModelsDir(), `${arch}-${size}-random-s${seed}-v${formatVersion}`);
+  };
+  /**
+   * @param {string} directory
+   * @param {PairOptions} [options]
+   * @returns {PairPaths}
+   */
+  const pathsIn = (directory, options) => {
+    const names = files(options);
+    return { dir: directory, model: path.join(directory, names.model), mmproj: path.join(directory, names.mmproj) };
+  };
+  /**
+   * @param {string} outDir
+   * @param {PairOptions} [options]
+   */
+  const write = async (outDir, options) => {
+    const { arch, size, seed } = normalise(options);
+    const name = archs[arch].fileName(size);
+    const { model, mmproj } = archs[arch].build(archs[arch].sizes[size], (architecture, type) => generalKeys(architecture, type, name, script));
+    const paths = pathsIn(path.resolve(outDir), options);
+    await fs.promises.mkdir(paths.dir, { recursive: true });
+    for (const [file, part] of /** @type {[string, GgufFile][]} */ ([
+      [paths.model, model],
+      [paths.mmproj, mmproj],
+    ])) {
+      await writeAtomically(file, (tmp) => writeGguf(tmp, part.metadata, part.tensors, (t) => tensorData(t, seed)));
+    }
+    return paths;
+  };
+  /** @param {PairOptions} [options] */
+  const make = async (options) => {
+    const paths = pathsIn(dir(options), options);
+    // the whole directory is built and renamed in, so a reader never sees half a pair
+    await cachedBuild(
+      paths.dir,
+      () => fs.existsSync(paths.model) && fs.existsSync(paths.mmproj),
+      (tmp) => write(tmp, options),
+    );
+    return paths;
+  };
+  /** @param {string} moduleUrl */
+  const runCli = (moduleUrl) =>
+    runAsCli(moduleUrl, script.replace(/\.mjs$/, ''), async (args) => {
+      const { options, out } = parseArgs(args, { '--arch': ['arch', 'string'], '--size': ['size', 'string'], '--seed': ['seed', 'number'] });
+      const result = out ? await write(out, options) : await make(options);
+      console.log(result.model);
+      console.log(result.mmproj);
+    });
+  return { dims, files, dir, write, make, runCli };
 }
 
 // ---- options and CLI ----
@@ -248,6 +367,17 @@ function lowbias32(z) {
 }
 
 /**
+ * Random signs addressed by (row, column, seed), as `randomSigns(row, seed)(column)`: for weights that another
+ * tensor must reproduce, as a key-value memory's keys reproduce the embeddings' rows (make-asr-test-model.mjs).
+ * @param {number} row
+ * @param {number} seed
+ */
+export function randomSigns(row, seed) {
+  const key = lowbias32(row ^ Math.imul(seed, 0x27d4eb2f));
+  return (/** @type {number} */ column) => (lowbias32(key + column) & 1 ? 1 : -1);
+}
+
+/**
  * Counter-based generator: a Weyl sequence through a 32-bit mixing function; one stream per tensor.
  * @param {number} seed
  */
@@ -268,12 +398,12 @@ function normalStream(seed) {
   };
 }
 
-/** @typedef {{ std: number, mean?: number } | { fill: number } | { values: (i: number) => number }} TensorInit */
+/** @typedef {{ std: number, mean?: number } | { fill: number } | { values: (i: number, seed: number) => number }} TensorInit */
 /** @typedef {{ name: string, ne: number[], type: number, init: TensorInit }} Tensor */
 
 /**
  * A tensor: name, ne (ggml order: innermost dimension first), type, and how to fill it:
- * { std, mean? } normal values, { fill } a constant, { values: (i) => number } computed per element.
+ * { std, mean? } normal values, { fill } a constant, { values: (i, seed) => number } computed per element.
  * @param {string} name
  * @param {number[]} ne
  * @param {TensorInit} init
@@ -302,7 +432,7 @@ export function tensorData(t, seed) {
   if ('fill' in init) {
     for (let i = 0; i < n; i++) put(i, init.fill);
   } else if ('values' in init) {
-    for (let i = 0; i < n; i++) put(i, init.values(i));
+    for (let i = 0; i < n; i++) put(i, init.values(i, seed));
   } else {
     const next = normalStream(hashString(t.name) ^ Math.imul(seed, 0x27d4eb2f));
     // no mean: the bare product, so the models written before `mean` existed keep their bytes

@@ -37,9 +37,11 @@
 //   realistic  71 frames (5.7 s) in 2.76 s, 26 frames/s (1.9x real time, 0.9 GB resident); RMS 0.15, peak 0.64
 // The same seed gives the same WAV byte for byte; without --tts-speaker-file it differs (no voice rows).
 import { fanIn, gain, tensor, zeros } from '../test-model-common.mjs';
-import { conv, generalKeys } from './gguf-parts.mjs';
+import { conv } from '../test-model-gguf.mjs';
 import { kv } from '../gguf/writer.mjs';
-import { sentencePieces, TOKEN_CONTROL } from './vocab.mjs';
+import { sentencePieces, TOKEN_CONTROL } from '../test-model-vocab.mjs';
+
+/** @typedef {import('../test-model-common.mjs').GeneralKeys} GeneralKeys */
 
 /** @typedef {import('../test-model-common.mjs').Tensor} Tensor */
 
@@ -91,9 +93,9 @@ const POCKET_OUT_GAIN = 0.25; // last decoder conv: output around 0.1-0.3 RMS
 
 /**
  * @param {PocketDims} d
- * @param {string} name
+ * @param {GeneralKeys} general
  */
-function pocketBackbone(d, name) {
+function pocketBackbone(d, general) {
   const pieces = sentencePieces(d.vocab);
   const extra = ['<|pad|>', '<|bos_before_voice|>', '<|audio_bos|>'];
   const tokens = [...pieces.map((p) => p[0]), ...extra];
@@ -102,7 +104,7 @@ function pocketBackbone(d, name) {
   const nVocab = tokens.length;
   const a = 'pockettts';
   const metadata = {
-    ...generalKeys(a, 'model', name),
+    ...general(a, 'model'),
     [`${a}.vocab_size`]: kv.u32(nVocab),
     [`${a}.context_length`]: kv.u32(4096), // the transformer has no limit; this only bounds the KV cache
     [`${a}.embedding_length`]: kv.u32(d.embd),
@@ -181,16 +183,16 @@ function mimiLayers(prefix, d) {
 
 /**
  * @param {PocketDims} d
- * @param {string} name
+ * @param {GeneralKeys} general
  */
-function pocketMmproj(d, name) {
+function pocketMmproj(d, general) {
   const e = d.embd;
   const m = d.mimiEmbd;
   const h = d.flowCh;
   const c = d.filters;
   const top = c * 2 ** POCKET_RATIOS.length; // SEANet channels at the latent end
   const common = {
-    ...generalKeys('clip', 'mmproj', name),
+    ...general('clip', 'mmproj'),
     'clip.has_vision_encoder': kv.bool(false),
   };
   const section = (/** @type {string} */ prefix, /** @type {string} */ projector) => ({
@@ -288,5 +290,8 @@ function pocketMmproj(d, name) {
 export const pocketTts = {
   sizes: POCKET_SIZES,
   fileName: (/** @type {string} */ size) => `pocket-tts-${size}-random-f16`,
-  build: (/** @type {PocketDims} */ dims, /** @type {string} */ name) => ({ backbone: pocketBackbone(dims, name), mmproj: pocketMmproj(dims, name) }),
+  build: (/** @type {PocketDims} */ dims, /** @type {GeneralKeys} */ general) => ({
+    model: pocketBackbone(dims, general),
+    mmproj: pocketMmproj(dims, general),
+  }),
 };

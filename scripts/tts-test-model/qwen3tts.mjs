@@ -24,8 +24,8 @@
 //              159M parameters); predictor 5 x 1024; code2wav and ECAPA as released. 1.21 GB + 0.62 GB in f16 (the
 //              transposed convs and the predictor's ffn_down in f32, as the converter writes them), written in
 //              about 32 s.
-// The text vocabulary is synthetic (bytes, vocab.mjs's English words merged whole, fillers, Qwen2's added tokens
-// at their released ids), not Qwen's.
+// The text vocabulary is synthetic (bytes, test-model-vocab.mjs's English words merged whole, fillers, Qwen2's
+// added tokens at their released ids), not Qwen's.
 //
 // Verified as Pocket TTS was (pockettts.mjs: llama-tts, -n 80 frames, --seed 1, 2 CPU cores). llama-tts leaves
 // libmtmd at its default 4 threads; on 2 cores OpenMP's spinning barriers then make the predictor's graph
@@ -39,8 +39,10 @@
 import { GGML_TYPE_F32 } from '../gguf/ggml.mjs';
 import { kv } from '../gguf/writer.mjs';
 import { fanIn, gain, tensor, zeros } from '../test-model-common.mjs';
-import { conv, generalKeys } from './gguf-parts.mjs';
-import { bpeTokens, TOKEN_CONTROL, TOKEN_NORMAL } from './vocab.mjs';
+import { conv, decoderBlocks, QWEN3_0_6B, qwen2TokenizerKeys, qwen3DecoderKeys } from '../test-model-gguf.mjs';
+import { bpeTokens, TOKEN_CONTROL, TOKEN_NORMAL } from '../test-model-vocab.mjs';
+
+/** @typedef {import('../test-model-common.mjs').GeneralKeys} GeneralKeys */
 
 // tiny: the smallest shapes that still take every path: grouped-query attention in both transformers (2 query
 // heads, 1 key/value head), a code predictor narrower than the backbone (so the proj_in bridge runs), 2 layers
@@ -81,12 +83,7 @@ const QWEN_SIZES = {
     wavDac: 128,
   },
   realistic: {
-    embd: 1024,
-    head: 16,
-    headKv: 8,
-    headDim: 128,
-    layer: 28,
-    ff: 3072,
+    ...QWEN3_0_6B,
     textVocab: 151936,
     spkChannels: 512,
     spkSe: 128,
@@ -151,9 +148,9 @@ const QWEN_CODEC_EOS = 2150;
 
 /**
  * @param {QwenDims} d
- * @param {string} name
+ * @param {GeneralKeys} general
  */
-function qwenBackbone(d, name) {
+function qwenBackbone(d, general) {
   const { tokens: ordinary, merges } = bpeTokens(d.textVocab - QWEN_ADDED_TOKENS);
   const added = Array.from({ length: QWEN_ADDED_TOKENS }, (_, k) => QWEN_ADDED[k] ?? `<|reserved_${k}|>`);
   const codec = Array.from({ length: QWEN_CODEC_VOCAB }, (_, i) => `<|${QWEN_CODEC_NAMES[i] ?? `codec_${i}`}|>`);
@@ -165,63 +162,27 @@ function qwenBackbone(d, name) {
   // codebook are suppressed (text rows never compete: the graph pads their logits with -inf)
   const suppressed = [];
   for (let id = nVocab - (QWEN_CODEC_VOCAB - QWEN_CODEBOOK); id < nVocab; id++) if (id !== codecEos) suppressed.push(id);
-  const pairs = d.headDim / 2;
   const a = 'qwen3tts';
   const metadata = {
-    ...generalKeys(a, 'model', name),
-    [`${a}.vocab_size`]: kv.u32(nVocab),
+    ...general(a, 'model'),
     // the release says 32768, but llama.cpp's default context is the trained one, and 32768 positions of KV
     // cache would be 3.7 GB at the realistic size; 4096 frames are 5.5 minutes of speech
-    [`${a}.context_length`]: kv.u32(4096),
-    [`${a}.embedding_length`]: kv.u32(d.embd),
-    [`${a}.feed_forward_length`]: kv.u32(d.ff),
-    [`${a}.block_count`]: kv.u32(d.layer),
-    [`${a}.attention.head_count`]: kv.u32(d.head),
-    [`${a}.attention.head_count_kv`]: kv.u32(d.headKv),
-    [`${a}.attention.key_length`]: kv.u32(d.headDim),
-    [`${a}.attention.value_length`]: kv.u32(d.headDim),
-    [`${a}.attention.layer_norm_rms_epsilon`]: kv.f32(1e-6),
-    [`${a}.rope.freq_base`]: kv.f32(1e6),
-    // interleaved M-RoPE sections (temporal, height, width, extra) in rotary pairs, in the release's proportions
-    [`${a}.rope.dimension_sections`]: kv.i32s([(pairs * 3) / 8, (pairs * 5) / 16, (pairs * 5) / 16, 0]),
-    'tokenizer.ggml.model': kv.str('gpt2'),
-    'tokenizer.ggml.pre': kv.str('qwen2'),
-    'tokenizer.ggml.tokens': kv.strs(tokens),
-    'tokenizer.ggml.token_type': kv.i32s(types),
-    'tokenizer.ggml.merges': kv.strs(merges),
-    'tokenizer.ggml.add_bos_token': kv.bool(false),
-    'tokenizer.ggml.add_eos_token': kv.bool(false),
+    ...qwen3DecoderKeys(a, d, nVocab, 4096),
+    ...qwen2TokenizerKeys(tokens, types, merges),
     'tokenizer.ggml.bos_token_id': kv.u32(tokens.indexOf('<|endoftext|>')),
     'tokenizer.ggml.eos_token_id': kv.u32(codecEos), // the end-of-speech code ends generation
     'tokenizer.ggml.padding_token_id': kv.u32(tokens.indexOf('<|endoftext|>')),
     'tokenizer.ggml.suppress_tokens': kv.i32s(suppressed),
   };
   const e = d.embd;
-  const q = d.head * d.headDim;
-  const k = d.headKv * d.headDim;
   const tensors = [
     // text and codec rows alike: unit scale (the converter folds the text projection MLP into the text rows)
     tensor('token_embd.weight', [e, nVocab], { std: 1 }),
     tensor('output_norm.weight', [e], gain()),
     // the codec head: logits ~ N(0, 1) over the codec rows, so sampling wanders and codec_eos is rare
     tensor('output.weight', [e, QWEN_CODEC_VOCAB], fanIn(e)),
+    ...decoderBlocks(d),
   ];
-  for (let i = 0; i < d.layer; i++) {
-    const b = `blk.${i}`;
-    tensors.push(
-      tensor(`${b}.attn_norm.weight`, [e], gain()),
-      tensor(`${b}.attn_q.weight`, [e, q], fanIn(e)),
-      tensor(`${b}.attn_k.weight`, [e, k], fanIn(e)),
-      tensor(`${b}.attn_v.weight`, [e, k], fanIn(e)),
-      tensor(`${b}.attn_output.weight`, [q, e], fanIn(q, 0.5)),
-      tensor(`${b}.attn_q_norm.weight`, [d.headDim], gain()),
-      tensor(`${b}.attn_k_norm.weight`, [d.headDim], gain()),
-      tensor(`${b}.ffn_norm.weight`, [e], gain()),
-      tensor(`${b}.ffn_gate.weight`, [e, d.ff], fanIn(e)),
-      tensor(`${b}.ffn_up.weight`, [e, d.ff], fanIn(e)),
-      tensor(`${b}.ffn_down.weight`, [d.ff, e], fanIn(d.ff, 0.5)),
-    );
-  }
   return { metadata, tensors };
 }
 
@@ -265,14 +226,14 @@ function snake(name, channels) {
 
 /**
  * @param {QwenDims} d
- * @param {string} name
+ * @param {GeneralKeys} general
  */
-function qwenMmproj(d, name) {
+function qwenMmproj(d, general) {
   const e = d.embd;
   const c = d.spkChannels;
   const m = d.spkMfa;
   const metadata = {
-    ...generalKeys('clip', 'mmproj', name),
+    ...general('clip', 'mmproj'),
     'clip.has_vision_encoder': kv.bool(false),
     'clip.has_audio_encoder': kv.bool(true),
     'clip.audio.projector_type': kv.str('qwen3tts_spkenc'),
@@ -397,5 +358,5 @@ function qwenMmproj(d, name) {
 export const qwen3Tts = {
   sizes: QWEN_SIZES,
   fileName: (/** @type {string} */ size) => `qwen3-tts-${size}-random-f16`,
-  build: (/** @type {QwenDims} */ dims, /** @type {string} */ name) => ({ backbone: qwenBackbone(dims, name), mmproj: qwenMmproj(dims, name) }),
+  build: (/** @type {QwenDims} */ dims, /** @type {GeneralKeys} */ general) => ({ model: qwenBackbone(dims, general), mmproj: qwenMmproj(dims, general) }),
 };

@@ -1,13 +1,15 @@
 // Synthetic vocabularies for the test models: a SentencePiece unigram one (llama.cpp's UGM tokenizer, "t5") for
-// Pocket TTS and a byte-level BPE one (llama.cpp's "gpt2") for Qwen3-TTS, both over the same English words so that
-// ordinary sentences tokenize into whole words. make-parakeet-test-model.mjs builds its vocabularies on the
-// SentencePiece one. Changing them changes the models' bytes (make-tts-test-model.mjs's and
-// make-parakeet-test-model.mjs's FORMAT_VERSION).
+// Pocket TTS and a byte-level BPE one (llama.cpp's "gpt2") for Qwen3-TTS, Qwen3-ASR and Voxtral, both over the same
+// English words so that ordinary sentences tokenize into whole words. make-parakeet-test-model.mjs builds its
+// vocabularies on the SentencePiece one. Changing them changes the models' bytes (the FORMAT_VERSION of
+// make-tts-test-model.mjs, make-asr-test-model.mjs and make-parakeet-test-model.mjs).
 
 // llama.cpp's token types (llama_token_type)
 export const TOKEN_NORMAL = 1;
 const TOKEN_UNKNOWN = 2;
 export const TOKEN_CONTROL = 3;
+export const TOKEN_USER_DEFINED = 4;
+export const TOKEN_UNUSED = 5;
 
 // ---- SentencePiece unigram ----
 
@@ -70,6 +72,12 @@ function byteAlphabet() {
   return chars;
 }
 
+/** The whole words among bpeTokens' tokens: "assistant", then the English words with a leading space ("Ġ"). */
+export function bpeWords() {
+  const space = byteAlphabet()[0x20];
+  return ['assistant', ...WORDS.map((w) => space + w)];
+}
+
 /**
  * Ordinary tokens and merges: the 256 bytes (so any text tokenizes), then whole words built one character at a
  * time (each merge joins a word's prefix and its next character, so every intermediate is itself a token and
@@ -84,7 +92,7 @@ export function bpeTokens(size) {
   const tokens = [...alphabet];
   const seen = new Set(tokens);
   const merges = [];
-  for (const word of ['assistant', ...WORDS.map((w) => space + w)]) {
+  for (const word of bpeWords()) {
     const chars = [...word];
     let prefix = chars[0];
     for (const ch of chars.slice(1)) {
