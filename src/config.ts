@@ -175,7 +175,7 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     flag: '--stt-max-batch-size',
     value: 'n',
     env: 'VOXD_STT_MAX_BATCH_SIZE',
-    help: 'maximum Whisper (and, on a GPU, Parakeet) transcriptions (requests and realtime turns) decoded together (1 to 256)',
+    help: 'maximum Whisper, audio language model (up to 64) and, on a GPU, Parakeet transcriptions (requests and realtime turns) decoded together (1 to 256)',
   },
   sttModel: {
     flag: '--stt-model',

@@ -10,6 +10,7 @@ import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { createParakeetEngine } from './engines/parakeet.js';
+import { createAudioLmEngine } from './engines/audio-lm.js';
 import { createWhisperEngine } from './engines/whisper.js';
 import { createHttpServer } from './http/server.js';
 import type { TransportName } from './http/transport.js';
@@ -70,6 +71,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       sileroVadEngine,
       createWhisperEngine({ maxBatchSize: config.sttMaxBatchSize }),
       createParakeetEngine({ maxBatchSize: config.sttMaxBatchSize }),
+      createAudioLmEngine({ maxBatchSize: config.sttMaxBatchSize }),
       createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize }),
     ],
     hub,

@@ -18,12 +18,13 @@
  * family takes style instructions (the speech service speaks without them and says so); `speed` other than 1 is a
  * 400.
  */
-import { open, readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError, apiErrorFromNative, unloadedModelError } from '../errors.js';
 import type { NativeTtsGgmlModel, NativeTtsGgmlRequest } from '../native/addon.js';
 import { loadNative } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
+import { locateGgufPair, readGgufArchitecture } from './gguf-files.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsBatchSession, TtsModel, Voice } from './types.js';
 
 export const GGML_TTS_ENGINE = 'ggml-tts';
@@ -71,82 +72,7 @@ const MIN_REFERENCE_SECONDS = 0.5;
 /** The most sequences the native model takes. */
 const MAX_SEQUENCES = 64;
 const VOICES_DIR = 'voices';
-const PROJECTOR_FILE = /^mmproj[^/]*\.gguf$/i;
 const VENDOR_VOICE_NAMES = ['alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'fable', 'marin', 'nova', 'onyx', 'sage', 'shimmer', 'verse'];
-
-// ---- GGUF header ----
-
-const GGUF_MAGIC = 0x46554747; // "GGUF", little-endian
-const GGUF_STRING = 8;
-const GGUF_ARRAY = 9;
-/** Byte sizes of the fixed-size GGUF value types, by type id. */
-const GGUF_SCALAR_SIZE: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-/** Keys read before giving up (general.architecture is the first key converters write). */
-const GGUF_MAX_KEYS = 64;
-const GGUF_MAX_STRING = 1 << 20;
-
-/** `general.architecture` of a GGUF file, or null when the file is not GGUF or does not say. Reads the header only. */
-export async function readGgufArchitecture(file: string): Promise<string | null> {
-  const handle = await open(file, 'r').catch(() => null);
-  if (!handle) return null;
-  try {
-    let pos = 0;
-    const read = async (n: number): Promise<Buffer | null> => {
-      const buf = Buffer.alloc(n);
-      // a directory or an unreadable file reads as nothing: not GGUF
-      const { bytesRead } = await handle.read(buf, 0, n, pos).catch(() => ({ bytesRead: -1 }));
-      pos += n;
-      return bytesRead === n ? buf : null;
-    };
-    const u64 = async (): Promise<number | null> => {
-      const b = await read(8);
-      return b ? Number(b.readBigUInt64LE(0)) : null;
-    };
-    const head = await read(8);
-    if (!head || head.readUInt32LE(0) !== GGUF_MAGIC || head.readUInt32LE(4) < 2) return null;
-    if ((await u64()) === null) return null; // tensor count
-    const nKv = await u64();
-    if (nKv === null) return null;
-    const str = async (): Promise<string | null> => {
-      const n = await u64();
-      if (n === null || n > GGUF_MAX_STRING) return null;
-      const b = await read(n);
-      return b ? b.toString('utf8') : null;
-    };
-    /** Moves past a value of `type`; false when the file ends or the type is unknown. */
-    const skip = async (type: number): Promise<boolean> => {
-      if (type === GGUF_STRING) return (await str()) !== null;
-      if (type === GGUF_ARRAY) {
-        const t = await read(4);
-        const n = await u64();
-        if (!t || n === null) return false;
-        const elementType = t.readUInt32LE(0);
-        const size = GGUF_SCALAR_SIZE[elementType];
-        if (size !== undefined) {
-          pos += size * n;
-          return true;
-        }
-        for (let i = 0; i < n; i++) if (!(await skip(elementType))) return false;
-        return true;
-      }
-      const size = GGUF_SCALAR_SIZE[type];
-      if (size === undefined) return false;
-      pos += size;
-      return true;
-    };
-    for (let i = 0; i < Math.min(nKv, GGUF_MAX_KEYS); i++) {
-      const key = await str();
-      const t = await read(4);
-      if (key === null || !t) return null;
-      const type = t.readUInt32LE(0);
-      if (key === 'general.architecture') return type === GGUF_STRING ? await str() : null;
-      if (!(await skip(type))) return null;
-    }
-    return null;
-  } finally {
-    await handle.close();
-  }
-}
 
 // ---- locating the files ----
 
@@ -157,39 +83,16 @@ interface ModelFiles {
   voicesDir: string;
 }
 
-async function isDirectory(p: string): Promise<boolean> {
-  return (await stat(p).catch(() => null))?.isDirectory() ?? false;
-}
-
-async function listDir(dir: string): Promise<string[]> {
-  return (await readdir(dir).catch(() => [] as string[])).sort();
-}
-
-/** The backbones (non-mmproj GGUFs of a supported architecture) in a directory. */
-async function backbonesIn(dir: string): Promise<string[]> {
-  const found: string[] = [];
-  for (const name of await listDir(dir)) {
-    if (!/\.gguf$/i.test(name) || PROJECTOR_FILE.test(name)) continue;
-    const file = path.join(dir, name);
-    const arch = await readGgufArchitecture(file);
-    if (arch && GGML_TTS_ARCHITECTURES.includes(arch)) found.push(file);
-  }
-  return found;
-}
-
-async function projectorIn(dir: string): Promise<string | null> {
-  const name = (await listDir(dir)).find((n) => PROJECTOR_FILE.test(n));
-  return name ? path.join(dir, name) : null;
+/** A backbone: a GGUF of a supported architecture. */
+async function isBackbone(file: string): Promise<boolean> {
+  const arch = await readGgufArchitecture(file);
+  return arch !== null && GGML_TTS_ARCHITECTURES.includes(arch);
 }
 
 async function locateFiles(resolved: ResolvedModel): Promise<ModelFiles> {
-  if (await isDirectory(resolved.path)) {
-    const [model] = await backbonesIn(resolved.path);
-    if (!model) throw new Error(`${resolved.path} holds no backbone GGUF of a supported architecture (${GGML_TTS_ARCHITECTURES.join(', ')})`);
-    return { model, mmproj: resolved.projector ?? (await projectorIn(resolved.path)), voicesDir: path.join(resolved.path, VOICES_DIR) };
-  }
-  const dir = path.dirname(resolved.path);
-  return { model: resolved.path, mmproj: resolved.projector ?? (await projectorIn(dir)), voicesDir: path.join(dir, VOICES_DIR) };
+  const files = await locateGgufPair(resolved, isBackbone);
+  if (!files) throw new Error(`${resolved.path} holds no backbone GGUF of a supported architecture (${GGML_TTS_ARCHITECTURES.join(', ')})`);
+  return { ...files, voicesDir: path.join(files.dir, VOICES_DIR) };
 }
 
 /**
@@ -197,7 +100,7 @@ async function locateFiles(resolved: ResolvedModel): Promise<ModelFiles> {
  * extension, added to `clips` unless it already holds that name (so the directory read first wins).
  */
 async function loadVoiceClips(dir: string, sampleRate: number, clips: Map<string, VoiceClip>, origin: string): Promise<void> {
-  for (const name of await listDir(dir)) {
+  for (const name of (await readdir(dir).catch(() => [] as string[])).sort()) {
     if (name.startsWith('.')) continue;
     const id = name.replace(/\.[^.]*$/, '');
     if (!id || id.toLowerCase() === DEFAULT_VOICE || clips.has(id)) continue;
@@ -370,10 +273,7 @@ export function createGgmlTtsEngine(options: GgmlTtsEngineOptions = {}): Engine<
     task: 'tts',
 
     async detect(p: string): Promise<boolean> {
-      if (await isDirectory(p)) return (await backbonesIn(p)).length > 0;
-      if (PROJECTOR_FILE.test(path.basename(p))) return false;
-      const arch = await readGgufArchitecture(p);
-      return arch !== null && GGML_TTS_ARCHITECTURES.includes(arch);
+      return (await locateGgufPair({ path: p, projector: null }, isBackbone)) !== null;
     },
 
     async load(resolved: ResolvedModel): Promise<TtsModel> {

@@ -6,7 +6,8 @@
  * waiting) skips the passes in between and decodes once it has caught up. `finish` decodes once more and sends the words
  * past those already sent. The window is bounded: past its window (24 s unless the engine says), the segments before the last one are
  * sent as final, cut from the window, and their text becomes the prompt (committed context) of later passes
- * (on engines that take one).
+ * (on engines that take one). An engine whose pass is one segment (audio language models time no sentences) has the
+ * whole window committed once it is past its length, and the next audio starts a new window.
  */
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscriptionResult } from './types.js';
 
@@ -51,7 +52,11 @@ export class RedecodingStreamingSession implements SttStreamingSession {
     this.sinceDecode = 0;
     const result = await this.decode(signal);
     let delta = '';
-    if (this.windowSamples > this.windowSeconds * this.model.sampleRate && result.segments.length > 1) delta = this.commitAllButLast(result);
+    if (this.windowSamples > this.windowSeconds * this.model.sampleRate) {
+      // a window of one segment (an engine that times no sentences: audio language models) is committed whole
+      if (result.segments.length > 1) delta = this.commitAllButLast(result);
+      else return this.commitWindow(result);
+    }
     const current = words(result.text);
     let agreed = 0;
     while (agreed < current.length && agreed < this.previous.length && current[agreed] === this.previous[agreed]) agreed++;
@@ -106,6 +111,16 @@ export class RedecodingStreamingSession implements SttStreamingSession {
     const text = (this.transcript ? ' ' : '') + fresh.join(' ');
     this.transcript += text;
     return text;
+  }
+
+  /** Sends the words of the window not yet sent as final and empties it: the next audio starts a new window. */
+  private commitWindow(result: TranscriptionResult): string {
+    const delta = this.send(words(result.text));
+    this.chunks = [];
+    this.windowSamples = 0;
+    this.sentInWindow = 0;
+    this.previous = [];
+    return delta;
   }
 
   /** Sends every segment but the last as final and cuts them from the window. */

@@ -106,6 +106,11 @@ export interface TranscribeOptions {
   /** Called on the event loop for each segment as soon as it is decoded (streaming responses), with the
    *  language in use (given or detected). */
   onSegment?: (segment: TranscriptionSegment, language: string) => void;
+  /**
+   * Engines that declare `streamsText`: called with the transcript's text as it is decoded, a token or so at a time
+   * (a segment's deltas concatenated are its text), before that segment's `onSegment`.
+   */
+  onText?: (delta: string) => void;
 }
 
 export interface TranscriptionResult {
@@ -157,6 +162,10 @@ export interface SttModel extends LoadedModel {
     vadChunking: boolean;
     /** With `vadChunking`: the longest input decoded whole, and the most a chunk holds (default 30 s). */
     chunkSeconds?: number;
+    /** With `vadChunking`: the chunks of an upload are transcribed at once (the engine batches them). */
+    batchedChunks?: boolean;
+    /** Text streams as it is decoded (`TranscribeOptions.onText`), not a segment at a time. */
+    streamsText?: boolean;
   };
   transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<TranscriptionResult>;
   /** Live transcription (WS /v1/realtime, /v1/audio/transcriptions/realtime), for engines that stream. */

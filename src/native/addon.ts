@@ -296,6 +296,83 @@ export interface NativeParakeetModel {
   release(): void;
 }
 
+export interface NativeAudioLmLoadOptions {
+  /** Run on the GPU when the build has one (default true). */
+  useGpu?: boolean;
+  gpuDevice?: number;
+  /** Transcriptions decoded together (default 8, at most 64); more wait for a place. Each holds its KV cells from the load on. */
+  maxBatch?: number;
+  /** CPU threads (default: every core, at most 8). */
+  threads?: number;
+  /** KV cells per transcription: its prompt, audio positions and answer (default 1024). */
+  ctxPerJob?: number;
+}
+
+export interface NativeAudioLmInfo {
+  /** general.architecture of the language model (qwen3vl for Qwen3-ASR, llama for Voxtral, ...). */
+  arch: string;
+  /** The mmproj's audio projector type (qwen3a, voxtral, ...). */
+  projector: string;
+  ctxPerJob: number;
+  nVocab: number;
+  gpu: boolean;
+}
+
+/** How the batcher shared its steps, summed since the model was loaded. */
+export interface NativeAudioLmTimings {
+  /** Audio encoding and prompt decoding, one transcription at a time. */
+  prefillMs: number;
+  prefillJobs: number;
+  decodeMs: number;
+  /** Decode steps, the llama_decode calls they made, the tokens they decoded in all, and the most jobs one step took. */
+  decodeSteps: number;
+  decodeCalls: number;
+  decodeRows: number;
+  maxStepRows: number;
+}
+
+export interface NativeAudioLmParams {
+  /** A system message before the user's (context, hotwords); none when empty. */
+  system?: string;
+  /** The instruction before the audio in the user's message. */
+  user?: string;
+  /** The start of the answer, which the model goes on from (Qwen3-ASR's `language English<asr_text>`). */
+  assistant?: string;
+  /** The answer ends after this many tokens (0: only the model or the job's KV cells end it). */
+  maxTokens?: number;
+  /** 0 (default): greedy. */
+  temperature?: number;
+  /** The sampler's seed when temperature > 0. */
+  seed?: number;
+}
+
+export interface NativeAudioLmResult {
+  /** The answer's tokens, the end-of-generation token excluded. */
+  tokens: number[];
+  /** Each token's log-probability under the model (the log-softmax of its step's logits). */
+  logprobs: Float32Array;
+  /** Their pieces, control tokens' texts included (what llama.cpp's tools print). */
+  text: string;
+  /** Positions the prompt took, audio included. */
+  promptTokens: number;
+  /** Ended by maxTokens or the job's KV cells rather than by the model. */
+  truncated: boolean;
+}
+
+export interface NativeAudioLmModel {
+  info(): NativeAudioLmInfo;
+  /**
+   * Transcribes 16 kHz mono audio on the model's batcher: concurrent transcriptions decode together and each gets the
+   * tokens it gets alone (greedy, on the CPU). `onText` gets the answer's pieces as they are decoded (whole UTF-8
+   * characters), all before the promise settles. Rejects with `invalid_argument` (audio and prompt longer than
+   * ctxPerJob), `closed` (after release), `aborted` or `transcription_failed`.
+   */
+  transcribe(samples: Float32Array, params?: NativeAudioLmParams, onText?: (text: string) => void, abort?: NativeAbortFlag): Promise<NativeAudioLmResult>;
+  timings(): NativeAudioLmTimings;
+  /** Drops this object's hold on the weights; transcriptions in flight finish first. Later calls throw `closed`. */
+  release(): void;
+}
+
 /** Model files for pocketsphinx; each defaults to Debian's US English model (package pocketsphinx-en-us). */
 export interface NativeSphinxLoadOptions {
   /** Acoustic model directory (`/usr/share/pocketsphinx/model/en-us/en-us`). */
@@ -586,6 +663,11 @@ export interface NativeAddon {
   WhisperModel: { load(path: string, options?: NativeWhisperLoadOptions): Promise<NativeWhisperModel>; readonly sampleRate: number };
   /** Rejects with `model_load_failed` for a missing, truncated or malformed file. */
   ParakeetModel: { load(path: string, options?: NativeParakeetLoadOptions): Promise<NativeParakeetModel>; readonly sampleRate: number };
+  /** Rejects with `model_load_failed` for missing or malformed files, or an mmproj without an audio encoder. */
+  AudioLmModel: {
+    load(model: string, mmproj: string, options?: NativeAudioLmLoadOptions): Promise<NativeAudioLmModel>;
+    readonly sampleRate: number;
+  };
   /**
    * pocketsphinx 5prealpha, opened at run time: rejects with `engine_unavailable` (naming the Debian packages) when
    * libpocketsphinx.so.3 or the default model is missing, `model_load_failed` for missing or malformed files.

@@ -3,7 +3,7 @@
  * /v1/audio/transcriptions"): json, text, srt, vtt, verbose_json and ndjson, and the records of a streamed one.
  */
 import type { TranscriptionResult, TranscriptionSegment } from '../engines/types.js';
-import { languageName } from '../services/languages.js';
+import { languageName } from '../languages.js';
 
 export const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json', 'ndjson'] as const;
 export type TranscriptFormat = (typeof TRANSCRIPT_FORMATS)[number];

@@ -73,15 +73,21 @@ async function transcribe(req: HttpRequest, reply: HttpReply, { config, stt, upl
   reply.send(rendered.body, rendered.contentType);
 }
 
-/** The NDJSON stream: one line per segment. */
+/**
+ * The NDJSON stream: one line per segment (`is_final: true`), and on engines that stream text, a line per piece of
+ * text as it is decoded before them (`is_final: false`, no times; a segment's pieces concatenated are its text).
+ */
 async function* segmentLines(events: AsyncIterable<TranscriptEvent>): AsyncGenerator<object> {
-  for await (const event of events) if (event.type === 'segment') yield segmentRecord(event.segment, event.language);
+  for await (const event of events) {
+    if (event.type === 'segment') yield segmentRecord(event.segment, event.language);
+    else if (event.type === 'delta' && event.partial) yield { text: event.text, is_final: false };
+  }
 }
 
-/** The vendor SDKs' stream: a delta per segment, then the whole text. */
+/** The vendor SDKs' stream: the text's deltas as they are decoded (a segment's at a time where the engine does not stream text), then the whole text. */
 async function* vendorEvents(events: AsyncIterable<TranscriptEvent>): AsyncGenerator<object> {
   for await (const event of events) {
-    if (event.type === 'segment') yield { type: 'transcript.text.delta', delta: event.segment.text };
-    else yield { type: 'transcript.text.done', text: event.result.text, usage: transcriptUsage(event.result) };
+    if (event.type === 'delta') yield { type: 'transcript.text.delta', delta: event.text };
+    else if (event.type === 'done') yield { type: 'transcript.text.done', text: event.result.text, usage: transcriptUsage(event.result) };
   }
 }

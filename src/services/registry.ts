@@ -6,7 +6,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ApiError } from '../errors.js';
-import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel } from '../engines/types.js';
+import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel, SttModel } from '../engines/types.js';
 import type { Logger } from '../logger.js';
 import { HubError, type HubClient, type HubFile } from './hub.js';
 import type { Metrics } from './metrics.js';
@@ -30,6 +30,9 @@ export interface ModelInfo {
   target?: string;
   /** For a loaded separator: the sounds it extracts (canonical names a `description` may use). */
   targets?: string[];
+  /** For a loaded STT model: whether it times words (`timestamp_granularities[]=word`) and translates. */
+  word_timestamps?: boolean;
+  translates?: boolean;
   /** For a loaded model with files: their size on disk, in bytes (built-in models have none). */
   size_bytes?: number;
 }
@@ -476,6 +479,11 @@ export class ModelRegistry {
     const { model } = entry;
     const info: ModelInfo = { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: model?.task, engine: model?.engine };
     if (model?.task === 'separation') info.targets = (model as SeparatorModel).targets.map((t) => t.name);
+    if (model?.task === 'stt') {
+      const { capabilities } = model as SttModel;
+      info.word_timestamps = capabilities.wordTimestamps;
+      info.translates = capabilities.translate;
+    }
     if (entry.bytes !== null) info.size_bytes = entry.bytes;
     return info;
   }

@@ -19,6 +19,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
 import { pcm16, readWavMono } from '../helpers/wav.js';
 import { parakeetTestModel } from '../helpers/parakeet.js';
+import { audioLmTestModel } from '../helpers/audio-lm.js';
 import { whisperTestModel } from '../helpers/whisper-models.js';
 
 const CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0870.wav');
@@ -370,6 +371,7 @@ describe('WS /v1/realtime with the built-in recognizer', { skip: SPHINX_INSTALLE
 for (const [name, makeModel] of [
   ['Whisper', () => whisperTestModel({ size: 'tiny' })],
   ['Parakeet', () => parakeetTestModel({ size: 'tiny' })],
+  ['Qwen3-ASR', async () => (await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' })).dir],
 ] as const) {
   describe(`WS /v1/realtime with a ${name} model (random weights)`, () => {
     let server: TestServer;

@@ -13,6 +13,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
 import { pcm16, readWavMono } from '../helpers/wav.js';
 import { parakeetTestModel } from '../helpers/parakeet.js';
+import { audioLmTestModel } from '../helpers/audio-lm.js';
 import { whisperTestModel } from '../helpers/whisper-models.js';
 
 const SPEECH = path.join(SHARED, 'audio', 'speech');
@@ -209,6 +210,7 @@ describe('WS /v1/audio/transcriptions/realtime after POST /v1/models', () => {
   for (const [name, makeModel] of [
     ['Whisper', () => whisperTestModel({ size: 'tiny' })],
     ['Parakeet', () => parakeetTestModel({ size: 'tiny' })],
+    ['Qwen3-ASR', async () => (await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' })).dir],
   ] as const)
     it(`serves seed clients that send audio at once with the most recently loaded STT model at 16 kHz (${name})`, async () => {
       const model = await makeModel();

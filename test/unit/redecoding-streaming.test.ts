@@ -58,4 +58,36 @@ describe('a live Whisper session behind real time', () => {
     const { transcript } = await behind.finish();
     assert.equal(transcript, 'w0 w1 w2 w3 w4');
   });
+
+  it('commits a window of one segment whole once it is past its length, and starts a new one', async () => {
+    const heard: number[] = [];
+    const model = {
+      ...countingModel().model,
+      // one segment per pass, as an audio language model gives: a word per second of the window
+      async transcribe(samples: Float32Array): Promise<TranscriptionResult> {
+        heard.push(samples.length / 16000);
+        const text = Array.from({ length: Math.floor(samples.length / 16000) }, (_, i) => `w${i}`).join(' ');
+        const segment = {
+          id: 0,
+          start: 0,
+          end: samples.length / 16000,
+          text: ` ${text}`,
+          tokens: [],
+          temperature: 0,
+          avgLogprob: 0,
+          compressionRatio: 1,
+          noSpeechProb: 0,
+        };
+        return { text, language: 'en', duration: samples.length / 16000, segments: [segment] };
+      },
+    } as SttModel;
+    const session = new RedecodingStreamingSession(model, { delayMs: 1000 }, 4);
+    let deltas = '';
+    for (let i = 0; i < 7; i++) deltas += await session.feed(new Float32Array(16000));
+    const { delta, transcript } = await session.finish();
+    deltas += delta;
+    assert.deepEqual(heard, [1, 2, 3, 4, 5, 1, 2, 2], 'the window restarts after the 5 s pass that passed 4 s; finish decodes it once more');
+    assert.equal(transcript, 'w0 w1 w2 w3 w4 w0 w1');
+    assert.equal(deltas, transcript);
+  });
 });

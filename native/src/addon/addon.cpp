@@ -90,6 +90,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_bind_vad(env, exports);
     voxd_bind_whisper(env, exports);
     voxd_bind_parakeet(env, exports);
+    voxd_bind_audio_lm(env, exports);
     voxd_bind_decoder(env, exports);
     voxd_bind_encoder(env, exports);
     voxd_bind_sphinx(env, exports);

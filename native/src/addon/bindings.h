@@ -23,5 +23,7 @@ void voxd_bind_flite(Napi::Env env, Napi::Object exports);
 void voxd_bind_whisper(Napi::Env env, Napi::Object exports);
 // JS: `ParakeetModel` (parakeet-binding.cpp).
 void voxd_bind_parakeet(Napi::Env env, Napi::Object exports);
+// JS: `AudioLmModel` (audio-lm-binding.cpp).
+void voxd_bind_audio_lm(Napi::Env env, Napi::Object exports);
 // JS: `TtsGgmlModel` and the `TtsGgmlBatch` class its sessions are (tts-ggml-binding.cpp).
 void voxd_bind_tts_ggml(Napi::Env env, Napi::Object exports);

@@ -1,50 +1,26 @@
 // ParakeetModel: a Parakeet TDT model (stt/parakeet-model.h) as a JS class; its transcriptions run on the model's
 // batcher and settle their promises from its thread.
-#include "async.h"
+#include "batched-job.h"
 #include "bindings.h"
 
 #include "stt/parakeet-model.h"
 
-#include <atomic>
-
 namespace {
 
-// One transcribe() call: a clip on the batcher, whose end settles a promise on the main thread through a thread-safe
-// function. It holds the model, so a released model's weights stay until its last clip ends; the queued settlement
-// holds the job, so the job (and usually the model's last hold) ends on the main thread.
-class voxd_parakeet_job : public voxd_parakeet_task, public std::enable_shared_from_this<voxd_parakeet_job> {
+// One transcribe() call: a clip on the batcher, whose end settles its promise (batched-job.h).
+class voxd_parakeet_job : public voxd_parakeet_task, public voxd_batched_job<voxd_parakeet_job, voxd_parakeet_model> {
 public:
-    voxd_parakeet_job(std::shared_ptr<voxd_parakeet_model> model, voxd_abort_ptr abort) : m_model(std::move(model)), m_abort(std::move(abort)) {}
+    using voxd_batched_job::voxd_batched_job;
 
-    // Created on the main thread with one thread reference, which settle() releases exactly once.
-    Napi::ThreadSafeFunction tsfn;
-    std::unique_ptr<Napi::Promise::Deferred> deferred; // main thread only
-
-    bool aborted() const override { return m_abort->load(std::memory_order_relaxed); }
+    bool aborted() const override { return is_aborted(); }
 
     void on_done(std::vector<voxd_parakeet_token> tokens) override {
-        settle([tokens = std::move(tokens)](Napi::Env env, voxd_parakeet_job & job) { job.deferred->Resolve(tokens_to_js(env, tokens)); });
+        resolve([tokens = std::move(tokens)](Napi::Env env) { return tokens_to_js(env, tokens); });
     }
 
-    void on_error(const std::string & code, const std::string & message) override {
-        settle([code, message](Napi::Env env, voxd_parakeet_job & job) { job.deferred->Reject(voxd_make_js_error(env, code, message).Value()); });
-    }
+    void on_error(const std::string & code, const std::string & message) override { reject(code, message); }
 
 private:
-    template <typename F> void settle(F finish) {
-        if (m_settled.exchange(true)) {
-            return;
-        }
-        tsfn.NonBlockingCall([job = shared_from_this(), finish = std::move(finish)](Napi::Env env, Napi::Function) {
-            try {
-                finish(env, *job);
-            } catch (const Napi::Error &) {
-                // the promise stays pending only if V8 itself failed; nothing may escape into libuv
-            }
-        });
-        tsfn.Release();
-    }
-
     static Napi::Value tokens_to_js(Napi::Env env, const std::vector<voxd_parakeet_token> & tokens) {
         constexpr double frames_per_second = 100.0; // times are mel frames; dividing keeps 3.28 exact
         Napi::Array out                    = Napi::Array::New(env, tokens.size());
@@ -64,10 +40,6 @@ private:
         }
         return out;
     }
-
-    std::shared_ptr<voxd_parakeet_model> m_model;
-    voxd_abort_ptr m_abort;
-    std::atomic<bool> m_settled{ false };
 };
 
 // JS: `ParakeetModel.load(path, { useGpu?, gpuDevice?, maxBatch?, threads?, maxEncode? }) -> Promise<ParakeetModel>`;
@@ -97,20 +69,13 @@ private:
     Napi::Value transcribe(const Napi::CallbackInfo & info);
 
     Napi::Value release(const Napi::CallbackInfo & info) {
-        m_model = nullptr; // transcriptions in flight hold their own reference; the last one frees the weights
-        m_memory.reset();
+        m_hold.release();
         return info.Env().Undefined();
     }
 
-    std::shared_ptr<voxd_parakeet_model> loaded(Napi::Env env) const {
-        if (!m_model) {
-            throw voxd_make_js_error(env, "closed", "the Parakeet model was released");
-        }
-        return m_model;
-    }
+    std::shared_ptr<voxd_parakeet_model> loaded(Napi::Env env) const { return m_hold.get(env, "the Parakeet model"); }
 
-    std::shared_ptr<voxd_parakeet_model> m_model;
-    voxd_external_memory m_memory; // the weights, reported to V8 while this object holds them
+    voxd_model_hold<voxd_parakeet_model> m_hold;
 };
 
 Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
@@ -136,10 +101,9 @@ Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.parakeet.load", [path, options]() { return voxd_parakeet_model::load(path, options); },
         [](Napi::Env env, loaded_t & model) -> Napi::Value {
-            Napi::Object obj     = voxd_class(env, "ParakeetModel").New({});
-            Unwrap(obj)->m_model = model;
+            Napi::Object obj = voxd_class(env, "ParakeetModel").New({});
             voxd_track_executor(env, model->batcher().executor());
-            Unwrap(obj)->m_memory.set(env, model->weight_bytes());
+            Unwrap(obj)->m_hold.set(env, model, model->weight_bytes());
             return obj;
         });
 }
@@ -186,9 +150,7 @@ Napi::Value voxd_parakeet_model_js::transcribe(const Napi::CallbackInfo & info) 
         throw voxd_make_js_error(env, "invalid_argument", "ParakeetModel.transcribe(samples, params): params must be an object");
     }
     auto job              = std::make_shared<voxd_parakeet_job>(model, voxd_abort_flag::from_value(info[2]));
-    job->tsfn             = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo &) {}), "voxd.parakeet.job", 0, 1);
-    job->deferred         = std::make_unique<Napi::Promise::Deferred>(Napi::Promise::Deferred::New(env));
-    Napi::Promise promise = job->deferred->Promise();
+    Napi::Promise promise = job->start(env, "voxd.parakeet.job", env.Undefined());
     voxd_run_in_background(env, "voxd.parakeet.submit", [job, model, samples = std::move(samples), max_tokens]() {
         try {
             model->batcher().submit(job, samples, max_tokens); // computes the mel here, off the event loop

@@ -36,34 +36,104 @@ export async function transcribeSpeechChunks(
   const duration = samples.length / rate;
   // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
   const spans = groupSpeech(await vad.segments(samples, { maxSpeechDurationS: maxChunkSeconds }, options.signal), maxChunkSeconds, duration);
-  const segments: TranscriptionSegment[] = [];
+  const results: TranscriptionResult[] = [];
   let language = options.language ?? null;
-  for (const span of spans) {
-    const firstId = segments.length;
-    const shift = (s: TranscriptionSegment): TranscriptionSegment => ({
-      ...s,
-      id: firstId + s.id,
-      start: s.start + span.start,
-      end: s.end + span.start,
-      words: s.words?.map((w) => ({ ...w, start: w.start + span.start, end: w.end + span.start })),
-    });
-    const chunk = samples.subarray(Math.floor(span.start * rate), Math.ceil(span.end * rate));
-    const result = await model.transcribe(chunk, {
-      ...options,
-      // the first chunk's language (given or detected) holds for the whole clip
-      language,
-      onSegment: options.onSegment ? (s, lang) => options.onSegment?.(shift(s), lang) : undefined,
-    });
-    language ??= result.language;
-    for (const s of result.segments) segments.push(shift(s));
+  if (model.capabilities.batchedChunks) {
+    // every chunk at once, its text and segments reported in the clip's order
+    const inOrder = new OrderedChunks(spans.length, options);
+    const settled = await Promise.allSettled(
+      spans.map((span, i) => inOrder.track(i, model.transcribe(chunkOf(samples, span, rate), { ...options, ...inOrder.callbacks(i, span.start) }))),
+    );
+    for (const outcome of settled) {
+      if (outcome.status === 'rejected') throw outcome.reason;
+      results.push(outcome.value);
+    }
+  } else {
+    for (const span of spans) {
+      const result = await model.transcribe(chunkOf(samples, span, rate), {
+        ...options,
+        // the first chunk's language (given or detected) holds for the whole clip
+        language,
+        onSegment: options.onSegment ? (s, lang) => options.onSegment?.(shiftSegment(s, span.start, 0), lang) : undefined,
+      });
+      language ??= result.language;
+      results.push(result);
+    }
   }
+  const segments: TranscriptionSegment[] = [];
+  results.forEach((result, i) => {
+    const firstId = segments.length;
+    for (const s of result.segments) segments.push(shiftSegment(s, (spans[i] as Span).start, firstId));
+  });
   return {
     text: segments
       .map((s) => s.text.trim())
       .filter(Boolean)
       .join(' '),
-    language: language ?? options.language ?? 'en',
+    language: language ?? results[0]?.language ?? options.language ?? 'en',
     duration,
     segments,
   };
+}
+
+function chunkOf(samples: Float32Array, span: Span, rate: number): Float32Array {
+  return samples.subarray(Math.floor(span.start * rate), Math.ceil(span.end * rate));
+}
+
+/** A chunk's segment on the clip's timeline: shifted by the chunk's start, numbered after the segments before it. */
+function shiftSegment(s: TranscriptionSegment, start: number, firstId: number): TranscriptionSegment {
+  return {
+    ...s,
+    id: firstId + s.id,
+    start: s.start + start,
+    end: s.end + start,
+    words: s.words?.map((w) => ({ ...w, start: w.start + start, end: w.end + start })),
+  };
+}
+
+/**
+ * Callbacks of chunks decoded at once, passed on in the clip's order: the first unfinished chunk's text and segments
+ * go out as they come; a later chunk's wait until every chunk before it has finished.
+ */
+class OrderedChunks {
+  private readonly waiting: (() => void)[][];
+  private readonly finished: boolean[];
+  private current = 0;
+  private nextId = 0;
+
+  constructor(
+    count: number,
+    private readonly options: TranscribeOptions,
+  ) {
+    this.waiting = Array.from({ length: count }, () => []);
+    this.finished = new Array<boolean>(count).fill(false);
+  }
+
+  /** Chunk `i`'s callbacks; its segments are shifted by `start` and numbered after those of the chunks before it. */
+  callbacks(i: number, start: number): Pick<TranscribeOptions, 'onText' | 'onSegment'> {
+    const { onText, onSegment } = this.options;
+    return {
+      onText: onText ? (delta) => this.emit(i, () => onText(delta)) : undefined,
+      onSegment: onSegment
+        ? (segment, language) => this.emit(i, () => onSegment(shiftSegment(segment, start, this.nextId++ - segment.id), language))
+        : undefined,
+    };
+  }
+
+  /** Chunk `i`'s transcription: once it settles, the output of the chunks after it that was waiting goes out. */
+  track<T>(i: number, transcription: Promise<T>): Promise<T> {
+    return transcription.finally(() => {
+      this.finished[i] = true;
+      while (this.current < this.finished.length && this.finished[this.current]) {
+        this.current++;
+        for (const call of this.waiting[this.current] ?? []) call();
+        if (this.current < this.waiting.length) this.waiting[this.current] = [];
+      }
+    });
+  }
+
+  private emit(i: number, call: () => void): void {
+    if (i === this.current) call();
+    else (this.waiting[i] as (() => void)[]).push(call);
+  }
 }

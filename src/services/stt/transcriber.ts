@@ -9,7 +9,7 @@ import { ApiError } from '../../errors.js';
 import { decodeAudio, type DecodedAudio } from '../audio/decode.js';
 import type { Upload } from '../audio/upload-budget.js';
 import { callbackStream } from '../callback-stream.js';
-import { languageCode } from '../languages.js';
+import { languageCode } from '../../languages.js';
 import { observeRealTimeFactor, type Metrics } from '../metrics.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
 import type { JobLimits, Scheduler, ScheduledModel } from '../scheduler.js';
@@ -23,6 +23,8 @@ export interface SttNeeds {
   /** A language code or English name; null or absent = detect. */
   language?: string | null;
   task?: SttTask;
+  /** Word timestamps (timestamp_granularities[]=word). */
+  wordTimestamps?: boolean;
 }
 
 /** What the model will be asked to do: the language as an ISO 639-1 code, and whether to translate. */
@@ -36,7 +38,12 @@ export interface SttPlan {
  * refused. Translating means "into English", so audio declared English is transcribed, as is any audio an
  * English-only model hears (unless declared to be in another language, which is more than it can do).
  */
-export function planTranscription(model: SttModel, { language: given = null, task = 'transcribe' }: SttNeeds): SttPlan {
+export function planTranscription(model: SttModel, { language: given = null, task = 'transcribe', wordTimestamps = false }: SttNeeds): SttPlan {
+  if (wordTimestamps && !model.capabilities.wordTimestamps) {
+    throw new ApiError('invalid_request', `model ${model.id} gives no word timestamps (its engine, ${model.engine}, does not time words)`, {
+      param: 'timestamp_granularities',
+    });
+  }
   const language = given === null ? null : languageCode(given);
   if (given !== null && language === null) {
     throw new ApiError('invalid_request', `unknown language '${given}' (use an ISO 639-1 code such as en)`, { param: 'language' });
@@ -71,8 +78,14 @@ export interface TranscriptionRequest extends SttNeeds {
   signal: AbortSignal;
 }
 
-/** What a transcription reports as it runs: each segment once decoded, then the whole transcript. */
-export type TranscriptEvent = { type: 'segment'; segment: TranscriptionSegment; language: string } | { type: 'done'; result: TranscriptionResult };
+/**
+ * What a transcription reports as it runs: its text as it is decoded (a token or so at a time on engines that stream
+ * text, else a segment's at a time), each segment once decoded, then the whole transcript.
+ */
+export type TranscriptEvent =
+  | { type: 'delta'; text: string; partial: boolean }
+  | { type: 'segment'; segment: TranscriptionSegment; language: string }
+  | { type: 'done'; result: TranscriptionResult };
 
 export interface TranscriberOptions {
   registry: ModelRegistry;
@@ -157,15 +170,15 @@ export class Transcription implements Disposable {
     private readonly metrics: Metrics,
   ) {}
 
-  /** The whole transcript; `onSegment` sees each segment as it is decoded. */
-  async result(onSegment?: TranscribeOptions['onSegment']): Promise<TranscriptionResult> {
+  /** The whole transcript; `onSegment` and `onText` see each segment and the text as they are decoded. */
+  async result(callbacks: Pick<TranscribeOptions, 'onSegment' | 'onText'> = {}): Promise<TranscriptionResult> {
     const model = this.lease.model;
     const vad = this.vad?.model;
     const started = performance.now();
     const result = await this.transcriber.run(
       model,
       (signal) => {
-        const options = { ...this.options, signal, ...(onSegment ? { onSegment } : {}) };
+        const options = { ...this.options, signal, ...callbacks };
         return vad
           ? transcribeSpeechChunks(model, vad, this.audio.samples, options, model.capabilities.chunkSeconds)
           : model.transcribe(this.audio.samples, options);
@@ -178,10 +191,17 @@ export class Transcription implements Disposable {
     return result;
   }
 
-  /** Each segment as it is decoded, then the whole transcript. */
+  /** The text and each segment as they are decoded, then the whole transcript. */
   events(): AsyncGenerator<TranscriptEvent> {
+    const streamsText = this.lease.model.capabilities.streamsText ?? false;
     return callbackStream<TranscriptEvent, void>(async (emit) => {
-      const result = await this.result((segment, language) => emit({ type: 'segment', segment, language }));
+      const result = await this.result({
+        onText: streamsText ? (text) => emit({ type: 'delta', text, partial: true }) : undefined,
+        onSegment: (segment, language) => {
+          if (!streamsText) emit({ type: 'delta', text: segment.text, partial: false });
+          emit({ type: 'segment', segment, language });
+        },
+      });
       emit({ type: 'done', result });
     });
   }

@@ -1,16 +1,11 @@
 #include "tts/ggml/generator.h"
 #include "common/error.h"
 
-#include "llama-ext.h"     // llama_model_get_tok_embd: prompt rows are token embeddings (and sums of them)
-#include "llama-context.h" // llama_context::get_sched: the context's backends, for voxd_tts_use_row_kernels
-
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
+#include "llama-ext.h" // llama_model_get_tok_embd: prompt rows are token embeddings (and sums of them)
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 namespace {
 
@@ -33,24 +28,6 @@ uint32_t mix_seed(uint32_t seed, uint32_t draw) {
 }
 
 } // namespace
-
-std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special) {
-    std::vector<llama_token> ids(text.size() + 16);
-    const int n = llama_tokenize(vocab, text.c_str(), (int32_t) text.size(), ids.data(), (int32_t) ids.size(), false, parse_special);
-    ids.resize((size_t) std::max(n, 0));
-    return ids;
-}
-
-void voxd_tts_use_row_kernels(llama_context * lctx) {
-    // llama.cpp has no public call for its backends; get_sched() is its internal C++ API, pinned with the sources
-    ggml_backend_sched_t sched = lctx->get_sched(); // owned by lctx
-    for (int i = 0; i < ggml_backend_sched_get_n_backends(sched); i++) {
-        ggml_backend_t backend = ggml_backend_sched_get_backend(sched, i); // owned by lctx
-        if (ggml_backend_is_cpu(backend)) {
-            ggml_backend_cpu_set_use_ref(backend, true);
-        }
-    }
-}
 
 // ---- voxd_embd_batch ----
 
@@ -329,30 +306,10 @@ void voxd_tts_generator::step(const std::vector<voxd_tts_sequence *> & seqs) {
             }
         }
     };
-    // Batch invariance (docs/architecture.md): a row must meet the same CPU kernels alone as in any batch, and
-    // llama.cpp splits a decode into one micro-batch per run of consecutive sequence ids (each KV stream range is
-    // one view), so each run is decoded on its own here, in id order.
-    std::vector<int> order(in_batch.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return in_batch[(size_t) a]->seq_id < in_batch[(size_t) b]->seq_id; });
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
-    // On x86 llamafile's tinyBLAS takes every matrix product of 2 or more rows that it takes at all (its other
-    // conditions are on the weights), ggml's vec_dot one of a lone row; so a run of one row gets a companion, a copy
-    // of the row one position further in its sequence: causal attention keeps the companion out of the row's
-    // result, and its KV cell is dropped after the decode (the sequence's next row takes it).
-    for (size_t b = 0; b < order.size();) {
-        size_t e = b + 1;
-        while (e < order.size() && in_batch[(size_t) order[e]]->seq_id == in_batch[(size_t) order[e - 1]]->seq_id + 1) {
-            e++;
-        }
-        decode(std::vector<int>(order.begin() + (ptrdiff_t) b, order.begin() + (ptrdiff_t) e), e - b == 1);
-        b = e;
+    // Batch invariance (docs/architecture.md): a row must meet the same kernels alone as in any batch
+    std::vector<llama_seq_id> seq_ids;
+    for (const voxd_tts_sequence * seq : in_batch) {
+        seq_ids.push_back(seq->seq_id);
     }
-#else
-    // Elsewhere the fast kernels pair rows or start at 4 or 8 rows (arm64's i8mm and fp16 tinyBLAS), so each row is
-    // decoded alone: batching then shares the rest of a step, not the backbone.
-    for (int row : order) {
-        decode({ row }, false);
-    }
-#endif
+    voxd_llama_decode_runs(seq_ids, decode);
 }

@@ -11,13 +11,14 @@
 //
 // Determinism: every random draw of a sequence's k-th frame is seeded from (request seed, k), the KV cache keeps
 // one stream per sequence, and every backbone row is computed by the same CPU kernels whatever else is in its
-// decode (step(), voxd_tts_use_row_kernels; docs/architecture.md), so a request's audio does not depend on what runs
+// decode (step(), common/llama-common.h; docs/architecture.md), so a request's audio does not depend on what runs
 // beside it.
 #pragma once
 
 #include "llama.h"
 #include "mtmd.h"
 #include "common/executor.h"
+#include "common/llama-common.h"
 #include "tts/ggml/pocket-graphs.h"
 
 #include <atomic>
@@ -202,12 +203,3 @@ protected:
 // The families, in their own files.
 std::unique_ptr<voxd_tts_generator> voxd_tts_pocket_generator(llama_context * lctx, mtmd_context * mctx, const voxd_tts_generator_options & options);
 std::unique_ptr<voxd_tts_generator> voxd_tts_qwen3_generator(llama_context * lctx, mtmd_context * mctx);
-
-// Sets ggml's reference mode on the context's CPU backend (part of batch invariance, docs/architecture.md "GGML
-// text-to-speech"): flash attention then computes every query row in one pass over its own KV stream, never split
-// over threads by KV cells (ggml's choice for a lone query row) or in query tiles, and no op is fused or swapped for
-// a batch-size-dependent kernel (IQ panel GEMM).
-void voxd_tts_use_row_kernels(llama_context * lctx);
-
-// The text's tokens, without BOS/EOS; `parse_special` reads special-token texts as those tokens.
-std::vector<llama_token> voxd_tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special);

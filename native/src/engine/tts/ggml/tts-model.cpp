@@ -1,10 +1,8 @@
 #include "tts/ggml/tts-model.h"
 #include "common/cpu-gate.h"
 #include "common/ggml-graph.h"
-#include "common/engine-log.h"
 #include "common/file-size.h"
 
-#include "gguf.h"
 #include "llama.h"
 #include "mtmd.h"
 
@@ -39,75 +37,22 @@ constexpr int k_n_batch = 512;
 // assert (abort the process) on clips of a few dozen milliseconds, and no voice is heard in less anyway.
 constexpr double k_min_reference_seconds = 0.5;
 
-// ---- logging: libmtmd's lines go to the engine log; the last error line of this thread is kept ----
-
-thread_local std::string t_last_error;
-thread_local std::string t_error_line;
-
-void voxd_tts_ggml_log(ggml_log_level level, const char * text, void * user_data) {
-    if (level == GGML_LOG_LEVEL_ERROR || (level == GGML_LOG_LEVEL_CONT && !t_error_line.empty())) {
-        t_error_line += text ? text : "";
-        const size_t nl = t_error_line.find('\n');
-        if (nl != std::string::npos) {
-            t_last_error = t_error_line.substr(0, nl);
-            t_error_line.clear();
-        }
-    }
-    voxd_engine_log(level, text, user_data);
-}
-
-// The last error line libmtmd (or the helper) logged on this thread, with a leading "; " when there is one.
-std::string last_error_suffix() {
-    std::string msg = t_last_error;
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
-        msg.pop_back();
-    }
-    return msg.empty() ? std::string() : "; " + msg;
-}
-
-void backend_init_once() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        llama_backend_init();
-        mtmd_log_set(voxd_tts_ggml_log, nullptr); // libmtmd's own (clip) lines
-    });
-}
-
-struct gguf_deleter {
-    void operator()(gguf_context * ctx) const { gguf_free(ctx); }
-};
-
-// general.architecture of a GGUF file, read from its header only. Throws model_load_failed when the file is not
-// a readable GGUF.
-std::string gguf_architecture(const std::string & path, const char * what) {
-    gguf_init_params params{ /*no_alloc =*/true, /*ctx =*/nullptr };
-    std::unique_ptr<gguf_context, gguf_deleter> ctx(gguf_init_from_file(path.c_str(), params)); // owns the header
-    if (!ctx) {
-        throw voxd_error("model_load_failed", std::string(what) + " " + path + " is not a readable GGUF file");
-    }
-    const int64_t key = gguf_find_key(ctx.get(), "general.architecture");
-    if (key < 0 || gguf_get_kv_type(ctx.get(), key) != GGUF_TYPE_STRING) {
-        throw voxd_error("model_load_failed", std::string(what) + " " + path + " has no general.architecture");
-    }
-    return gguf_get_val_str(ctx.get(), key);
-}
-
 } // namespace
 
 std::shared_ptr<voxd_tts_ggml_model> voxd_tts_ggml_model::load(const voxd_tts_ggml_load_options & opt) {
-    backend_init_once();
-    t_last_error.clear();
+    voxd_llama_backend_init();
+    voxd_llama_clear_last_error();
 
     if (opt.mmproj.empty()) {
         throw voxd_error("model_load_failed", "no mmproj given: a GGML TTS model is a backbone GGUF plus its mmproj GGUF");
     }
-    const std::string arch = gguf_architecture(opt.model, "model");
+    const std::string arch = voxd_gguf_string(opt.model, "general.architecture", "model");
     const auto supported   = std::find_if(std::begin(k_supported), std::end(k_supported), [&](const supported_arch & s) { return arch == s.arch; });
     if (supported == std::end(k_supported)) {
         throw voxd_error("model_load_failed", "model " + opt.model + " has architecture '" + arch +
                                                   "', which the GGML TTS engine does not support (it supports pockettts and qwen3tts)");
     }
-    const std::string mm_arch = gguf_architecture(opt.mmproj, "mmproj");
+    const std::string mm_arch = voxd_gguf_string(opt.mmproj, "general.architecture", "mmproj");
     if (mm_arch != "clip") {
         throw voxd_error("model_load_failed", "mmproj " + opt.mmproj + " has architecture '" + mm_arch + "', not clip: it is not an mmproj");
     }
@@ -119,43 +64,17 @@ std::shared_ptr<voxd_tts_ggml_model> voxd_tts_ggml_model::load(const voxd_tts_gg
     auto data  = std::make_shared<voxd_tts_ggml_model>();
     data->arch = arch;
 
-    llama_model_params mparams = llama_model_default_params();
-    // plain weight buffers: repacked ones ("extra" buffer types) multiply 4 rows at a time with other kernels than
-    // the rest, so a row's result would depend on its batch
-    mparams.use_extra_bufts = false;
-    data->model.reset(llama_model_load_from_file(opt.model.c_str(), mparams));
-    if (!data->model) {
-        throw voxd_error("model_load_failed", "llama.cpp could not load the backbone " + opt.model + last_error_suffix());
-    }
-
-    // one KV stream per sequence: a request's attention then reads the same cells whatever runs beside it
-    llama_context_params cparams = llama_context_default_params();
-    cparams.n_ctx                = (uint32_t) (supported->n_ctx_seq * opt.sequences);
-    cparams.n_batch              = k_n_batch;
-    cparams.n_ubatch             = k_n_batch;
-    cparams.n_seq_max            = (uint32_t) opt.sequences;
-    cparams.kv_unified           = false;
-    // attention as one flash-attention op (whose rows voxd_tts_use_row_kernels keeps apart), not as matrix products
-    // whose row count is the step's rows in one KV stream (1 in a batch, 2 for a lone row and its companion)
-    cparams.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-    cparams.n_threads       = threads;
-    cparams.n_threads_batch = threads;
-    cparams.embeddings      = true; // the generator reads the backbone's hidden state
-    cparams.no_perf         = true;
-    data->lctx.reset(llama_init_from_model(data->model.get(), cparams));
-    if (!data->lctx) {
-        throw voxd_error("model_load_failed", "llama.cpp could not create a context for " + opt.model + last_error_suffix());
-    }
-
-    // every backbone row computed by the same CPU kernels alone or in any batch (docs/architecture.md)
-    voxd_tts_use_row_kernels(data->lctx.get());
+    data->model = voxd_llama_load_model(opt.model, llama_model_default_params(), "backbone");
+    // every backbone row computed by the same CPU kernels alone or in any batch (docs/architecture.md); the
+    // generator reads the backbone's hidden state
+    data->lctx = voxd_llama_batch_context(data->model.get(), { supported->n_ctx_seq, opt.sequences, k_n_batch, threads, true }, opt.model);
 
     mtmd_context_params mm = mtmd_context_params_default();
     mm.n_threads           = threads;
     mm.print_timings       = false;
     data->mctx.reset(mtmd_init_from_file(opt.mmproj.c_str(), data->model.get(), mm));
     if (!data->mctx) {
-        throw voxd_error("model_load_failed", "libmtmd could not load the mmproj " + opt.mmproj + last_error_suffix());
+        throw voxd_error("model_load_failed", "libmtmd could not load the mmproj " + opt.mmproj + voxd_llama_last_error());
     }
     const mtmd_gen_audio_info info = mtmd_gen_audio_get_info(data->mctx.get());
     if (info.type == MTMD_GEN_AUDIO_TYPE_NONE) {
@@ -214,7 +133,7 @@ void voxd_tts_ggml_model::step(const std::vector<voxd_tts_sequence *> & seqs) {
         // held for the whole step, the work between its graphs (sampling, reading outputs) included: a thread of this
         // step running beside another model's team would slow that team down as much as a team of its own
         const voxd_cpu_gate::lease cores(d.cpu_threads);
-        t_last_error.clear();
+        voxd_llama_clear_last_error();
         std::vector<voxd_tts_sequence *> running;
         for (voxd_tts_sequence * seq : seqs) {
             if (!seq->finished) {
@@ -235,7 +154,7 @@ void voxd_tts_ggml_model::step(const std::vector<voxd_tts_sequence *> & seqs) {
         }
         for (voxd_tts_sequence * seq : running) {
             if (!seq->error_code.empty()) {
-                seq->error += last_error_suffix();
+                seq->error += voxd_llama_last_error();
             }
         }
     });
@@ -278,14 +197,4 @@ voxd_tts_ggml_request::voxd_tts_ggml_request(std::shared_ptr<voxd_tts_ggml_model
 voxd_tts_ggml_request::~voxd_tts_ggml_request() {
     std::lock_guard<std::mutex> lock(data->pool_mutex);
     data->free_seq_ids.push_back(seq.seq_id); // the next holder clears its KV cells first
-}
-
-void voxd_tts_ggml_model::model_deleter::operator()(llama_model * model) const {
-    llama_model_free(model);
-}
-void voxd_tts_ggml_model::context_deleter::operator()(llama_context * ctx) const {
-    llama_free(ctx);
-}
-void voxd_tts_ggml_model::mtmd_deleter::operator()(mtmd_context * ctx) const {
-    mtmd_free(ctx);
 }

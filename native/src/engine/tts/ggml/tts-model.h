@@ -54,20 +54,10 @@ struct voxd_tts_ggml_model : std::enable_shared_from_this<voxd_tts_ggml_model> {
     int sequences() const;         // the context's
     static uint32_t random_seed(); // for a request that names none: never UINT32_MAX
 
-    struct model_deleter {
-        void operator()(llama_model * model) const;
-    };
-    struct context_deleter {
-        void operator()(llama_context * ctx) const;
-    };
-    struct mtmd_deleter {
-        void operator()(mtmd_context * ctx) const;
-    };
-
-    std::unique_ptr<llama_model, model_deleter> model;    // owns the backbone weights
-    std::unique_ptr<llama_context, context_deleter> lctx; // owns the KV cache; borrows `model`
-    std::unique_ptr<mtmd_context, mtmd_deleter> mctx;     // owns the mmproj weights; borrows `model`
-    std::unique_ptr<voxd_tts_generator> gen;              // borrows `lctx` and `mctx`
+    voxd_llama_model_ptr model;              // owns the backbone weights
+    voxd_llama_context_ptr lctx;             // owns the KV cache; borrows `model`
+    voxd_mtmd_context_ptr mctx;              // owns the mmproj weights; borrows `model`
+    std::unique_ptr<voxd_tts_generator> gen; // borrows `lctx` and `mctx`
 
     std::string arch;    // general.architecture of the backbone
     std::string variant; // the generator's model variant (e.g. "english"), "" when none
