@@ -84,6 +84,9 @@ export interface ModelInfo {
   target?: string;
   /** For a loaded separator: the sounds it extracts. */
   targets?: string[];
+  /** For a loaded STT model: whether it times words and translates. */
+  word_timestamps?: boolean;
+  translates?: boolean;
   /** For a loaded model with files: their size on disk. */
   size_bytes?: number;
 }

@@ -47,12 +47,17 @@ export function useModelList(): ModelList {
 
 /** The task of a model, an alias taking its target's. */
 export function taskOf(model: ModelInfo, models: readonly ModelInfo[]): Task | undefined {
-  if (model.task) return model.task;
-  return model.target ? models.find((m) => m.id === model.target)?.task : undefined;
+  return model.task ?? resolvedModel(model.id, models)?.task;
 }
 
 /** Model IDs for a task, models before aliases (in the server's order). */
 export function modelsFor(task: Task, models: readonly ModelInfo[]): ModelInfo[] {
   const matching = models.filter((model) => taskOf(model, models) === task);
   return [...matching.filter((model) => !model.target), ...matching.filter((model) => model.target)];
+}
+
+/** A model's entry, an alias resolved to its target's (the loaded model it stands for, when loaded). */
+export function resolvedModel(id: string, models: readonly ModelInfo[]): ModelInfo | undefined {
+  const model = models.find((m) => m.id === id);
+  return model?.target ? (models.find((m) => m.id === model.target) ?? model) : model;
 }

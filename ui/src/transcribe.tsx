@@ -4,7 +4,7 @@ import { renderTranscript } from '../../src/routes/transcript-formats';
 import { apiFetch, type ModelInfo } from './api';
 import { ErrorNote, FileDrop, fileStem, formatSeconds, ModelPicker, Player, saveBlob, Status, uploadRefusal, useModelChoice, useObjectUrl } from './components';
 import { canCapture, extensionOf, MIC_RULE, useRecorder } from './media';
-import { modelsFor } from './model-list';
+import { modelsFor, resolvedModel } from './model-list';
 
 interface Word {
   word: string;
@@ -73,7 +73,10 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
   const [file, setFile] = useState<File | null>(null);
   const [language, setLanguage] = useState('');
   const [task, setTask] = useState<'transcriptions' | 'translations'>('transcriptions');
-  const [words, setWords] = useState(false);
+  const [wordsWanted, setWords] = useState(false);
+  // a loaded model that times no words (an audio language model) would answer the request with a 400
+  const timesWords = resolvedModel(model, models)?.word_timestamps !== false;
+  const words = wordsWanted && timesWords;
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [transcript, setTranscript] = useState<VerboseTranscript | null>(null);
@@ -172,8 +175,17 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
             <input id="transcribe-language" type="text" value={language} placeholder="auto (e.g. en)" onInput={(e) => setLanguage(e.currentTarget.value)} />
           </div>
           <div class="field checkbox">
-            <input id="transcribe-words" type="checkbox" checked={words} onChange={(e) => setWords(e.currentTarget.checked)} />
-            <label for="transcribe-words">Word timestamps</label>
+            <input
+              id="transcribe-words"
+              type="checkbox"
+              checked={words}
+              disabled={!timesWords}
+              title={timesWords ? undefined : 'This model gives no word timestamps'}
+              onChange={(e) => setWords(e.currentTarget.checked)}
+            />
+            <label for="transcribe-words" title={timesWords ? undefined : 'This model gives no word timestamps'}>
+              Word timestamps
+            </label>
           </div>
         </div>
         <div class="actions">
