@@ -16,9 +16,14 @@
  *     its commit (target: lag p95 ≤ 1 s on 2 cores) at three --realtime-transcription-delay-ms settings. Each figure
  *     comes with the machine's load meanwhile: the cores are shared, and ggml's spinning threads slow down many times
  *     over when other processes hold a core.
- * `--parakeet-only` runs part 5 alone.
+ *  6. An audio language model, Qwen3-ASR on the realistic-size random model (the 0.6B shapes): one transcription over
+ *     HTTP vs llama.cpp's `llama-server` on the same model and clip (its /v1/audio/transcriptions; target <= 1.05x),
+ *     then 8 concurrent vs 8 in series (target >= 3x on 2 cores) and vs `llama-server -np 8` given the same 8 at once
+ *     (target: voxd's throughput >= 1.0x llama-server's). Every request asks for 32 tokens (the random model never ends
+ *     its answer itself), and each clip differs from the others by its gain, so llama-server's prompt cache reuses none.
+ * `--parakeet-only` runs part 5 alone, `--audio-lm-only` part 6.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,7 +34,7 @@ import { type Config, resolveConfig } from '../src/config.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/load.js';
-import { pcm16, wavBytes } from '../test/helpers/wav.js';
+import { pcm16, readWavMono, wavBytes } from '../test/helpers/wav.js';
 import { buildTreeTool } from '../test/helpers/build-tree.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -76,6 +81,7 @@ async function withServer(
   sttModel: string,
   run: (transcribe: Transcribe, port: number) => Promise<void>,
   settings: Partial<Record<keyof Config, unknown>> = {},
+  warmUp: (transcribe: Transcribe, port: number) => Promise<unknown> = (transcribe) => transcribe(),
 ): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-'));
   const config = resolveConfig(
@@ -95,7 +101,7 @@ async function withServer(
     return await response.text();
   };
   try {
-    await transcribe(); // load and warm up
+    await warmUp(transcribe, server.port); // load and warm up
     await run(transcribe, server.port);
   } finally {
     await server.close();
@@ -439,6 +445,130 @@ async function benchParakeet(model: string, whisperBase: string): Promise<void> 
   await benchParakeetLive(model, samples, 12000, ' (longer than the turn: no interim pass)');
 }
 
+/** Tokens every audio-LM request asks for: the random model's answers never end by themselves. */
+const AUDIO_LM_TOKENS = 32;
+
+/** jfk.wav at `gain`: the same speech, a different clip to a prompt cache. */
+function jfkAtGain(gain: number): Buffer {
+  const { samples } = readWavMono(JFK_WAV);
+  return wavBytes(
+    samples.map((x) => x * gain),
+    16000,
+  );
+}
+
+/** POSTs `file` to an OpenAI-shaped /v1/audio/transcriptions at `base` for AUDIO_LM_TOKENS greedy tokens; the text. */
+async function transcribeAt(base: string, file: Buffer, model: string): Promise<string> {
+  const body = new FormData();
+  body.append('file', new Blob([new Uint8Array(file)]), 'clip.wav');
+  body.append('model', model);
+  body.append('temperature', '0');
+  body.append('max_tokens', String(AUDIO_LM_TOKENS));
+  const response = await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body });
+  if (response.status !== 200) throw new Error(`${base}: HTTP ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { text: string }).text;
+}
+
+/** llama.cpp's llama-server of the build tree on `files` with `slots` parallel sequences of 1024 cells each, until `run` ends. */
+async function withLlamaServer(files: { model: string; mmproj: string }, slots: number, run: (base: string) => Promise<void>): Promise<void> {
+  const port = 18000 + Math.floor(Math.random() * 1000);
+  const args = ['-m', files.model, '--mmproj', files.mmproj, '--host', '127.0.0.1', '--port', String(port)];
+  args.push('-t', String(soloThreads), '-tb', String(soloThreads), '-np', String(slots), '-c', String(1024 * slots), '--no-warmup');
+  const server = spawn(buildTreeTool('llama-server'), args, { stdio: 'ignore' });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    for (let i = 0; ; i++) {
+      const health = await fetch(`${base}/health`).catch(() => null);
+      if (health?.status === 200) break;
+      if (i > 600 || server.exitCode !== null) throw new Error(`llama-server did not start (exit ${server.exitCode})`);
+      await sleep(200);
+    }
+    await run(base);
+  } finally {
+    server.kill();
+    await new Promise((resolve) => (server.exitCode !== null ? resolve(null) : server.once('exit', resolve)));
+  }
+}
+
+/** Where the time of 1 and of 8 transcriptions goes, from the native batcher's sums: prefill (audio encoder and prompt) and decode steps. */
+async function audioLmStages(files: { model: string; mmproj: string }, clips: Buffer[]): Promise<void> {
+  const native = await loadNative().AudioLmModel.load(files.model, files.mmproj, { maxBatch: 8 });
+  try {
+    const samples = await Promise.all(clips.map(async (clip) => (await decodeAudio(clip, { sampleRate: 16000 })).samples));
+    await native.transcribe(samples[0] as Float32Array, { maxTokens: 2 });
+    for (const n of [1, 8]) {
+      const before = native.timings();
+      const wall = await timed(() => Promise.all(samples.slice(0, n).map((s) => native.transcribe(s, { maxTokens: AUDIO_LM_TOKENS }))));
+      const t = native.timings();
+      const steps = t.decodeSteps - before.decodeSteps;
+      const rows = t.decodeRows - before.decodeRows;
+      const decodeMs = t.decodeMs - before.decodeMs;
+      console.log(
+        `Qwen3-ASR batcher stages, ${n} job${n > 1 ? 's' : ''} at once: ${(wall / 1000).toFixed(2)} s; prefill ${((t.prefillMs - before.prefillMs) / n).toFixed(0)} ms per job ` +
+          `(audio encoder and prompt, one job at a time), decode ${(decodeMs / steps).toFixed(1)} ms per step of ${(rows / steps).toFixed(1)} rows, ${(decodeMs / rows).toFixed(1)} ms per token`,
+      );
+    }
+  } finally {
+    native.release();
+  }
+}
+
+/** Part 6 of the header: Qwen3-ASR on the realistic-size random model, beside llama-server on the same files. */
+async function benchAudioLm(files: { dir: string; model: string; mmproj: string }): Promise<void> {
+  console.log(`Audio language model: Qwen3-ASR, realistic-size random model (0.6B shapes, f16), ${AUDIO_LM_TOKENS} tokens per request`);
+  const clips = Array.from({ length: 8 }, (_, i) => jfkAtGain(1 - i / 64));
+  const runs = 5;
+  const voxdOne: number[] = [];
+  const serverOne: number[] = [];
+  let voxdText = '';
+  let serverText = '';
+  let voxdSerial = 0;
+  let voxdConcurrent = 0;
+  const warmUp = (_: Transcribe, port: number): Promise<string> => transcribeAt(`http://127.0.0.1:${port}`, jfkAtGain(0.5), 'whisper-1');
+  await withServer(
+    'Qwen3-ASR',
+    files.dir,
+    async (_, port) => {
+      const base = `http://127.0.0.1:${port}`;
+      await withLlamaServer(files, 1, async (server) => {
+        await transcribeAt(server, jfkAtGain(0.5), 'x'); // warm up
+        const watch = watchLoad();
+        for (let i = 0; i < runs; i++) {
+          // A/B interleaved, a clip neither has seen
+          voxdOne.push(await timed(async () => (voxdText = await transcribeAt(base, jfkAtGain(0.9 - i / 100), 'whisper-1'))));
+          serverOne.push(await timed(async () => (serverText = await transcribeAt(server, jfkAtGain(0.8 - i / 100), 'x'))));
+        }
+        console.log(
+          `Qwen3-ASR, jfk.wav, ${soloThreads} threads: voxd over HTTP ${median(voxdOne).toFixed(0)} ms, llama-server ${median(serverOne).toFixed(0)} ms ` +
+            `-> ${(median(voxdOne) / median(serverOne)).toFixed(3)}x llama-server's time (target <= 1.05); texts ${JSON.stringify(voxdText.slice(0, 40))}, ` +
+            `${JSON.stringify(serverText.slice(0, 40))} (prompts differ: Qwen3-ASR's own and llama.cpp's instruction) ${watch.describe()}`,
+        );
+      });
+      const watch = watchLoad();
+      voxdSerial = await timed(async () => {
+        for (const clip of clips) await transcribeAt(base, clip, 'whisper-1');
+      });
+      voxdConcurrent = await timed(() => Promise.all(clips.map((clip) => transcribeAt(base, clip, 'whisper-1'))));
+      console.log(
+        `Qwen3-ASR, 8 jfk.wav clips: voxd 8 in series ${(voxdSerial / 1000).toFixed(2)} s, 8 concurrent ${(voxdConcurrent / 1000).toFixed(2)} s ` +
+          `-> ${(voxdSerial / voxdConcurrent).toFixed(2)}x (target >= 3x on 2 cores) ${watch.describe()}`,
+      );
+    },
+    {},
+    warmUp,
+  );
+  await audioLmStages(files, clips);
+  await withLlamaServer(files, 8, async (server) => {
+    await transcribeAt(server, jfkAtGain(0.5), 'x');
+    const watch = watchLoad();
+    const concurrent = await timed(() => Promise.all(clips.map((clip) => transcribeAt(server, clip, 'x'))));
+    console.log(
+      `Qwen3-ASR, the same 8 at once on llama-server -np 8: ${(concurrent / 1000).toFixed(2)} s -> voxd's throughput ` +
+        `${(concurrent / voxdConcurrent).toFixed(2)}x llama-server's (target >= 1.0) ${watch.describe()}`,
+    );
+  });
+}
+
 const generator = (await import(pathToFileURL(path.join(root, 'scripts', 'make-whisper-test-model.mjs')).href)) as {
   makeWhisperTestModel(options: { size: 'tiny' | 'base' }): Promise<string>;
 };
@@ -446,12 +576,18 @@ const parakeetGenerator = (await import(pathToFileURL(path.join(root, 'scripts',
   makeParakeetTestModel(options: { size: 'tiny' | 'realistic' }): Promise<string>;
 };
 
+const asrGenerator = (await import(pathToFileURL(path.join(root, 'scripts', 'make-asr-test-model.mjs')).href)) as {
+  makeAsrTestModel(options: { arch: 'qwen3asr'; size: 'realistic' }): Promise<{ dir: string; model: string; mmproj: string }>;
+};
+
 console.log(`voxd STT benchmark on ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown CPU'})`);
+const only = ['--parakeet-only', '--audio-lm-only'].find((flag) => process.argv.includes(flag));
 const baseModel = await generator.makeWhisperTestModel({ size: 'base' });
-if (!process.argv.includes('--parakeet-only')) {
+if (!only) {
   await benchDecoder(10);
   await benchAgainstWhisperCli(baseModel, 7);
   await benchConcurrency('built-in recognizer (sphinx), jfk.wav', 'sphinx', 4, '>= 1.7x');
   await benchBatchedWhisper(baseModel);
 }
-await benchParakeet(await parakeetGenerator.makeParakeetTestModel({ size: 'realistic' }), baseModel);
+if (!only || only === '--parakeet-only') await benchParakeet(await parakeetGenerator.makeParakeetTestModel({ size: 'realistic' }), baseModel);
+if (!only || only === '--audio-lm-only') await benchAudioLm(await asrGenerator.makeAsrTestModel({ arch: 'qwen3asr', size: 'realistic' }));

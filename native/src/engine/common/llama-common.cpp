@@ -107,13 +107,13 @@ voxd_llama_context_ptr voxd_llama_batch_context(llama_model * model, const voxd_
     return ctx;
 }
 
-void voxd_llama_use_row_kernels(llama_context * lctx) {
+void voxd_llama_use_row_kernels(llama_context * lctx, bool on) {
     // llama.cpp has no public call for its backends; get_sched() is its internal C++ API, pinned with the sources
     ggml_backend_sched_t sched = lctx->get_sched(); // owned by lctx
     for (int i = 0; i < ggml_backend_sched_get_n_backends(sched); i++) {
         ggml_backend_t backend = ggml_backend_sched_get_backend(sched, i); // owned by lctx
         if (ggml_backend_is_cpu(backend)) {
-            ggml_backend_cpu_set_use_ref(backend, true);
+            ggml_backend_cpu_set_use_ref(backend, on);
         }
     }
 }

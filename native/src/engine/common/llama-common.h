@@ -59,10 +59,10 @@ struct voxd_llama_batch_context_options {
 // CPU backend in reference mode (voxd_llama_use_row_kernels). Throws voxd_error "model_load_failed" naming `path`.
 voxd_llama_context_ptr voxd_llama_batch_context(llama_model * model, const voxd_llama_batch_context_options & options, const std::string & path);
 
-// Sets ggml's reference mode on the context's CPU backend: flash attention then computes every query row in one
-// pass over its own KV stream, never split over threads by KV cells (ggml's choice for a lone query row) or in
-// query tiles, and no op is fused or swapped for a batch-size-dependent kernel (IQ panel GEMM).
-void voxd_llama_use_row_kernels(llama_context * lctx);
+// Sets ggml's reference mode on the context's CPU backend (or, with `on` false, leaves it): flash attention then
+// computes every query row in one pass over its own KV stream, never split over threads by KV cells (ggml's choice for
+// a lone query row) or in query tiles, and no op is fused or swapped for a batch-size-dependent kernel (IQ panel GEMM).
+void voxd_llama_use_row_kernels(llama_context * lctx, bool on = true);
 
 // How a step's rows (one per sequence, `seq_ids[i]` the sequence of row i) are cut into llama_decode calls so that
 // each row meets the same CPU kernels whatever else is decoded: `decode(rows, companion)` is called once per call,

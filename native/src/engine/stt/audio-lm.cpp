@@ -298,9 +298,14 @@ void voxd_audio_lm_batcher::prefill(voxd_audio_lm_job & job) {
         throw voxd_error("invalid_argument", "the audio and prompt take " + std::to_string(n_pos) + " positions, more than the " +
                                                  std::to_string(m_options.n_ctx_seq) + " a job holds: cut the audio at pauses");
     }
-    // the audio is encoded and the prompt decoded on this sequence alone: the same whatever else is in the batch
+    // The audio is encoded and the prompt decoded on this sequence alone, the same whatever else is in the batch, so
+    // the prompt needs no reference mode: ggml's fast kernels (tiled flash attention, fused ops) do it, as llama.cpp's
+    // tools do. Only the steps, where rows meet other jobs' rows, run in reference mode.
     llama_pos n_past = 0;
-    if (mtmd_helper_eval_chunks(m_mctx.get(), m_lctx.get(), chunks.get(), 0, job.seq_id, k_n_batch, true, &n_past) != 0) {
+    voxd_llama_use_row_kernels(m_lctx.get(), false);
+    const int rc = mtmd_helper_eval_chunks(m_mctx.get(), m_lctx.get(), chunks.get(), 0, job.seq_id, k_n_batch, true, &n_past);
+    voxd_llama_use_row_kernels(m_lctx.get(), true);
+    if (rc != 0) {
         throw voxd_error("transcription_failed", "the model failed on the audio and prompt");
     }
     job.n_past               = n_past;
