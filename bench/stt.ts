@@ -23,7 +23,7 @@
  *     its answer itself), and each clip differs from the others by its gain, so llama-server's prompt cache reuses none.
  * `--parakeet-only` runs part 5 alone, `--audio-lm-only` part 6.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,6 +36,7 @@ import { startServer } from '../src/server.js';
 import { loadNative } from '../src/native/load.js';
 import { pcm16, readWavMono, wavBytes } from '../test/helpers/wav.js';
 import { buildTreeTool } from '../test/helpers/build-tree.js';
+import { startLlamaServer, type AudioLmTestModel, type LlamaServer } from '../test/helpers/audio-lm.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -457,11 +458,11 @@ function jfkAtGain(gain: number): Buffer {
   );
 }
 
-/** POSTs `file` to an OpenAI-shaped /v1/audio/transcriptions at `base` for AUDIO_LM_TOKENS greedy tokens; the text. */
-async function transcribeAt(base: string, file: Buffer, model: string): Promise<string> {
+/** POSTs `file` to voxd's /v1/audio/transcriptions for AUDIO_LM_TOKENS greedy tokens; the text. */
+async function transcribeAt(base: string, file: Buffer): Promise<string> {
   const body = new FormData();
   body.append('file', new Blob([new Uint8Array(file)]), 'clip.wav');
-  body.append('model', model);
+  body.append('model', 'whisper-1');
   body.append('temperature', '0');
   body.append('max_tokens', String(AUDIO_LM_TOKENS));
   const response = await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body });
@@ -469,29 +470,18 @@ async function transcribeAt(base: string, file: Buffer, model: string): Promise<
   return ((await response.json()) as { text: string }).text;
 }
 
-/** llama.cpp's llama-server of the build tree on `files` with `slots` parallel sequences of 1024 cells each, until `run` ends. */
-async function withLlamaServer(files: { model: string; mmproj: string }, slots: number, run: (base: string) => Promise<void>): Promise<void> {
-  const port = 18000 + Math.floor(Math.random() * 1000);
-  const args = ['-m', files.model, '--mmproj', files.mmproj, '--host', '127.0.0.1', '--port', String(port)];
-  args.push('-t', String(soloThreads), '-tb', String(soloThreads), '-np', String(slots), '-c', String(1024 * slots), '--no-warmup');
-  const server = spawn(buildTreeTool('llama-server'), args, { stdio: 'ignore' });
-  const base = `http://127.0.0.1:${port}`;
+/** llama.cpp's llama-server of the build tree on `files` with `slots` sequences, until `run` ends. */
+async function withLlamaServer(files: AudioLmTestModel, slots: number, run: (server: LlamaServer) => Promise<void>): Promise<void> {
+  const server = await startLlamaServer(files, { slots, threads: soloThreads });
   try {
-    for (let i = 0; ; i++) {
-      const health = await fetch(`${base}/health`).catch(() => null);
-      if (health?.status === 200) break;
-      if (i > 600 || server.exitCode !== null) throw new Error(`llama-server did not start (exit ${server.exitCode})`);
-      await sleep(200);
-    }
-    await run(base);
+    await run(server);
   } finally {
-    server.kill();
-    await new Promise((resolve) => (server.exitCode !== null ? resolve(null) : server.once('exit', resolve)));
+    await server.close();
   }
 }
 
 /** Where the time of 1 and of 8 transcriptions goes, from the native batcher's sums: prefill (audio encoder and prompt) and decode steps. */
-async function audioLmStages(files: { model: string; mmproj: string }, clips: Buffer[]): Promise<void> {
+async function audioLmStages(files: AudioLmTestModel, clips: Buffer[]): Promise<void> {
   const native = await loadNative().AudioLmModel.load(files.model, files.mmproj, { maxBatch: 8 });
   try {
     const samples = await Promise.all(clips.map(async (clip) => (await decodeAudio(clip, { sampleRate: 16000 })).samples));
@@ -514,7 +504,7 @@ async function audioLmStages(files: { model: string; mmproj: string }, clips: Bu
 }
 
 /** Part 6 of the header: Qwen3-ASR on the realistic-size random model, beside llama-server on the same files. */
-async function benchAudioLm(files: { dir: string; model: string; mmproj: string }): Promise<void> {
+async function benchAudioLm(files: AudioLmTestModel): Promise<void> {
   console.log(`Audio language model: Qwen3-ASR, realistic-size random model (0.6B shapes, f16), ${AUDIO_LM_TOKENS} tokens per request`);
   const clips = Array.from({ length: 8 }, (_, i) => jfkAtGain(1 - i / 64));
   const runs = 5;
@@ -524,19 +514,19 @@ async function benchAudioLm(files: { dir: string; model: string; mmproj: string 
   let serverText = '';
   let voxdSerial = 0;
   let voxdConcurrent = 0;
-  const warmUp = (_: Transcribe, port: number): Promise<string> => transcribeAt(`http://127.0.0.1:${port}`, jfkAtGain(0.5), 'whisper-1');
+  const warmUp = (_: Transcribe, port: number): Promise<string> => transcribeAt(`http://127.0.0.1:${port}`, jfkAtGain(0.5));
   await withServer(
     'Qwen3-ASR',
     files.dir,
     async (_, port) => {
       const base = `http://127.0.0.1:${port}`;
       await withLlamaServer(files, 1, async (server) => {
-        await transcribeAt(server, jfkAtGain(0.5), 'x'); // warm up
+        await server.transcribe(jfkAtGain(0.5), AUDIO_LM_TOKENS); // warm up
         const watch = watchLoad();
         for (let i = 0; i < runs; i++) {
           // A/B interleaved, a clip neither has seen
-          voxdOne.push(await timed(async () => (voxdText = await transcribeAt(base, jfkAtGain(0.9 - i / 100), 'whisper-1'))));
-          serverOne.push(await timed(async () => (serverText = await transcribeAt(server, jfkAtGain(0.8 - i / 100), 'x'))));
+          voxdOne.push(await timed(async () => (voxdText = await transcribeAt(base, jfkAtGain(0.9 - i / 100)))));
+          serverOne.push(await timed(async () => (serverText = await server.transcribe(jfkAtGain(0.8 - i / 100), AUDIO_LM_TOKENS))));
         }
         console.log(
           `Qwen3-ASR, jfk.wav, ${soloThreads} threads: voxd over HTTP ${median(voxdOne).toFixed(0)} ms, llama-server ${median(serverOne).toFixed(0)} ms ` +
@@ -546,9 +536,9 @@ async function benchAudioLm(files: { dir: string; model: string; mmproj: string 
       });
       const watch = watchLoad();
       voxdSerial = await timed(async () => {
-        for (const clip of clips) await transcribeAt(base, clip, 'whisper-1');
+        for (const clip of clips) await transcribeAt(base, clip);
       });
-      voxdConcurrent = await timed(() => Promise.all(clips.map((clip) => transcribeAt(base, clip, 'whisper-1'))));
+      voxdConcurrent = await timed(() => Promise.all(clips.map((clip) => transcribeAt(base, clip))));
       console.log(
         `Qwen3-ASR, 8 jfk.wav clips: voxd 8 in series ${(voxdSerial / 1000).toFixed(2)} s, 8 concurrent ${(voxdConcurrent / 1000).toFixed(2)} s ` +
           `-> ${(voxdSerial / voxdConcurrent).toFixed(2)}x (target >= 3x on 2 cores) ${watch.describe()}`,
@@ -559,9 +549,9 @@ async function benchAudioLm(files: { dir: string; model: string; mmproj: string 
   );
   await audioLmStages(files, clips);
   await withLlamaServer(files, 8, async (server) => {
-    await transcribeAt(server, jfkAtGain(0.5), 'x');
+    await server.transcribe(jfkAtGain(0.5), AUDIO_LM_TOKENS);
     const watch = watchLoad();
-    const concurrent = await timed(() => Promise.all(clips.map((clip) => transcribeAt(server, clip, 'x'))));
+    const concurrent = await timed(() => Promise.all(clips.map((clip) => server.transcribe(clip, AUDIO_LM_TOKENS))));
     console.log(
       `Qwen3-ASR, the same 8 at once on llama-server -np 8: ${(concurrent / 1000).toFixed(2)} s -> voxd's throughput ` +
         `${(concurrent / voxdConcurrent).toFixed(2)}x llama-server's (target >= 1.0) ${watch.describe()}`,

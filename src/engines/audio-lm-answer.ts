@@ -22,10 +22,15 @@ function partialTagAt(text: string, tag: string): number {
 export class AnswerFilter {
   /** Text held back: it may still be a preamble or a tag. */
   private held = '';
-  private preambleSettled = false;
+  /** Whether a preamble is still possible: only a model that writes one (Qwen3-ASR) has its text held for it. */
+  private preambleSettled: boolean;
   private thinking = false;
   /** The language the preamble named (`English`), or null when it named none. */
   language: string | null = null;
+
+  constructor({ preamble }: { preamble: boolean }) {
+    this.preambleSettled = !preamble;
+  }
 
   /** Takes the answer's next piece; returns what of the answer so far is now known to be transcript. */
   push(piece: string): string {
@@ -46,8 +51,9 @@ export class AnswerFilter {
     return this.release(false);
   }
 
-  /** The answer ended: whatever is still held, less an unfinished thought. */
+  /** The answer ended: whatever is still held, less an unfinished thought or preamble (an answer cut short). */
   end(): string {
+    if (!this.preambleSettled && this.held.startsWith('language ')) this.held = '';
     this.preambleSettled = true;
     return this.release(true);
   }

@@ -7,6 +7,7 @@
  * pauses, has a segment per cut. Concurrent transcriptions and the cuts of one upload decode together, each with the
  * tokens it gets alone.
  */
+import { randomInt } from 'node:crypto';
 import { ApiError, apiErrorFromNative, unloadedModelError } from '../errors.js';
 import type { NativeAudioLmInfo, NativeAudioLmModel } from '../native/addon.js';
 import { abortFlagFor, loadUnlessAborted } from '../native/abort.js';
@@ -24,12 +25,14 @@ export const AUDIO_LM_ENGINE = 'audio-lm';
 const SAMPLE_RATE = 16000;
 /** The most a transcription holds: uploads are cut at the VAD's pauses into chunks this long (mtmd's audio window). */
 const CHUNK_SECONDS = 30;
+/** Keys of an mmproj's header read for its projector type: every one (an mmproj has a few dozen). */
+const MMPROJ_MAX_KEYS = 4096;
 /** Live: the window past which the turn's finished segments are committed (a re-decode costs what it holds). */
 const LIVE_WINDOW_SECONDS = 20;
 
-/** The prompt of a transcription, in the model's chat template (the audio follows `user`). */
+/** The prompt of a transcription, in the model's chat template (the audio follows `user`; no system message when `system` is absent). */
 interface Prompt {
-  system: string;
+  system?: string;
   user: string;
   assistant: string;
 }
@@ -41,6 +44,8 @@ interface Family {
   translate: boolean;
   /** The prompt for a language (null: not named), translation and context (the request's prompt: hotwords, names). */
   prompt(language: string | null, translate: boolean, context: string): Prompt;
+  /** The answer starts with Qwen3-ASR's `language X<asr_text>` preamble (audio-lm-answer.ts). */
+  preamble?: boolean;
 }
 
 /**
@@ -49,13 +54,20 @@ interface Family {
  */
 function instructedPrompt(language: string | null, translate: boolean, context: string): Prompt {
   const named = language ? ` (language: ${englishName(language)})` : '';
-  return { system: context, user: translate ? 'Translate the audio to English text' : `Transcribe audio to text${named}`, assistant: '' };
+  const user = translate ? 'Translate the audio to English text' : `Transcribe audio to text${named}`;
+  return { ...(context ? { system: context } : {}), user, assistant: '' };
+}
+
+/** LFM2-Audio's (llama.cpp's server gives its template this one): `Perform ASR.` as the system message, then the audio. */
+function lfm2Prompt(language: string | null, _translate: boolean, context: string): Prompt {
+  const named = language ? `(language: ${englishName(language)})` : '';
+  return { system: ['Perform ASR.', context].filter(Boolean).join('\n'), user: named, assistant: '' };
 }
 
 /**
- * Qwen3-ASR's own layout (its model card): the context as the system message, the audio alone in the user's, and
- * a language the request names as the start of the answer (`language English<asr_text>`), which the model otherwise
- * writes itself.
+ * Qwen3-ASR's own layout (its model card and toolkit): the context as the system message (empty when there is none),
+ * the audio alone in the user's, and a language the request names as the start of the answer
+ * (`language English<asr_text>`), which the model otherwise writes itself.
  */
 function qwen3AsrPrompt(language: string | null, _translate: boolean, context: string): Prompt {
   return { system: context, user: '', assistant: language ? `language ${englishName(language)}<asr_text>` : '' };
@@ -109,8 +121,10 @@ const FAMILIES: Readonly<Record<string, Family>> = {
     ],
     translate: false,
     prompt: qwen3AsrPrompt,
+    preamble: true,
   },
   voxtral: { label: 'Voxtral', languages: ['en', 'es', 'fr', 'pt', 'hi', 'de', 'nl', 'it'], translate: true, prompt: instructedPrompt },
+  lfm2a: { label: 'LFM2-Audio', languages: null, translate: false, prompt: lfm2Prompt },
 };
 const GENERAL_FAMILY: Family = { label: 'audio language model', languages: null, translate: true, prompt: instructedPrompt };
 /** Projector types (llama.cpp's names) whose encoders hear speech for a language model. */
@@ -120,7 +134,8 @@ export const RECOGNIZER_PROJECTORS: readonly string[] = [
 
 /** The audio projector type of an mmproj, or null when it is not a GGUF mmproj. */
 async function projectorType(mmproj: string): Promise<string | null> {
-  const keys = await readGgufStrings(mmproj, ['clip.audio.projector_type', 'clip.projector_type']);
+  // an mmproj of vision and audio encoders writes the audio keys after the vision ones: its whole (small) header is read
+  const keys = await readGgufStrings(mmproj, ['clip.audio.projector_type', 'clip.projector_type'], MMPROJ_MAX_KEYS);
   return keys?.['clip.audio.projector_type'] ?? keys?.['clip.projector_type'] ?? null;
 }
 
@@ -173,7 +188,8 @@ class AudioLmSttModel implements SttModel {
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
     const language = options.language ?? null;
-    const filter = new AnswerFilter();
+    const answer = (): AnswerFilter => new AnswerFilter({ preamble: this.family.preamble ?? false });
+    const filter = answer();
     // the transcript starts at its first non-blank character; deltas carry a segment's leading space as the text does
     let started = false;
     const send = (text: string): void => {
@@ -182,23 +198,24 @@ class AudioLmSttModel implements SttModel {
       options.onText?.(started ? out : ` ${out}`);
       started = true;
     };
-    const result = await native
-      .transcribe(
-        samples,
-        {
-          ...this.family.prompt(language, options.translate ?? false, options.prompt ?? ''),
-          maxTokens: options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0,
-          temperature: options.temperature ?? 0,
-        },
-        options.onText ? (piece) => send(filter.push(piece)) : undefined,
-        abortFlagFor(options.signal),
-      )
+    const params = {
+      ...this.family.prompt(language, options.translate ?? false, options.prompt ?? ''),
+      // an answer cannot outgrow the job's KV cells: a larger request is the same as none
+      maxTokens: options.maxTokens && options.maxTokens > 0 ? Math.min(Math.floor(options.maxTokens), this.info.ctxPerJob) : 0,
+      temperature: options.temperature ?? 0,
+      // a sampled answer draws anew each time; a greedy one does not draw
+      seed: randomInt(2 ** 32),
+    };
+    const onText = options.onText ? (piece: string): void => send(filter.push(piece)) : undefined;
+    // a throw from the call itself (bad arguments) takes the same way as a rejection
+    const result = await Promise.resolve()
+      .then(() => native.transcribe(samples, params, onText, abortFlagFor(options.signal)))
       .catch((error: unknown) => {
         throw apiErrorFromNative(error, { codes: ['invalid_argument'] });
       });
     if (options.onText) send(filter.end());
     // the whole answer filtered at once: the same text as the deltas', whatever the pieces were
-    const whole = new AnswerFilter();
+    const whole = answer();
     const text = (whole.push(result.text) + whole.end()).trim();
     const heard = whole.language ? languageCode(whole.language) : null;
     const reported = options.translate ? 'en' : (language ?? heard ?? UNIDENTIFIED_LANGUAGE);
@@ -224,7 +241,8 @@ class AudioLmSttModel implements SttModel {
   }
 
   async createStreamingSession(options: StreamingOptions = {}): Promise<SttStreamingSession> {
-    return new RedecodingStreamingSession(this, options, LIVE_WINDOW_SECONDS);
+    // one segment per pass: past its length the window is committed whole
+    return new RedecodingStreamingSession(this, options, LIVE_WINDOW_SECONDS, { commitWhole: true });
   }
 
   async dispose(): Promise<void> {

@@ -18,10 +18,10 @@ const GGUF_MAX_KEYS = 64;
 const GGUF_MAX_STRING = 1 << 20;
 
 /**
- * The string values of `keys` among the first keys of a GGUF file's header (a key that is absent, or not a string,
- * is left out), or null when the file is not GGUF. Reads the header only, and stops once every key was found.
+ * The string values of `keys` among the first `maxKeys` keys of a GGUF file's header (a key that is absent, or not a
+ * string, is left out), or null when the file is not GGUF. Reads the header only, and stops once every key was found.
  */
-export async function readGgufStrings(file: string, keys: readonly string[]): Promise<Record<string, string> | null> {
+export async function readGgufStrings(file: string, keys: readonly string[], maxKeys = GGUF_MAX_KEYS): Promise<Record<string, string> | null> {
   const handle = await open(file, 'r').catch(() => null);
   if (!handle) return null;
   try {
@@ -70,7 +70,7 @@ export async function readGgufStrings(file: string, keys: readonly string[]): Pr
       return true;
     };
     const found: Record<string, string> = {};
-    for (let i = 0; i < Math.min(nKv, GGUF_MAX_KEYS) && Object.keys(found).length < keys.length; i++) {
+    for (let i = 0; i < Math.min(nKv, maxKeys) && Object.keys(found).length < keys.length; i++) {
       const key = await str();
       const t = await read(4);
       if (key === null || !t) return found;

@@ -34,6 +34,9 @@ export const PARAKEET_V3_LANGUAGES = [
 /** What a multilingual model reports as the language when the request named none: it does not identify languages. */
 export const UNIDENTIFIED_LANGUAGE = 'unknown';
 
+/** The most `maxTokens` the native batcher takes. */
+const MAX_TOKENS = 2 ** 30;
+
 /** Live: the window past which finished sentences are committed; a re-decode costs in proportion to what it holds. */
 const LIVE_WINDOW_SECONDS = 12;
 
@@ -162,12 +165,15 @@ class ParakeetSttModel implements SttModel {
   /** `prompt` and `temperature` do not apply: the decoder is greedy and takes no context. */
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
-    const maxTokens = options.maxTokens && options.maxTokens > 0 ? Math.floor(options.maxTokens) : 0;
+    // more tokens than a clip can have (one per encoder frame and symbol) is the same as no limit
+    const maxTokens = options.maxTokens && options.maxTokens > 0 ? Math.min(Math.floor(options.maxTokens), MAX_TOKENS) : 0;
     // concurrent clips (requests, live sessions) join the model's batcher and share its passes
-    const tokens = await native.transcribe(samples, { maxTokens }, abortFlagFor(options.signal)).catch((error: unknown) => {
-      // a clip over 655 s in one piece (the server cuts uploads into chunks; a caller of the engine may not)
-      throw apiErrorFromNative(error, { codes: ['invalid_argument'] });
-    });
+    const tokens = await Promise.resolve()
+      .then(() => native.transcribe(samples, { maxTokens }, abortFlagFor(options.signal)))
+      .catch((error: unknown) => {
+        // a clip over 655 s in one piece (the server cuts uploads into chunks; a caller of the engine may not)
+        throw apiErrorFromNative(error, { codes: ['invalid_argument'] });
+      });
     const segments = parakeetSegments(tokens, options.wordTimestamps ?? false);
     // the language was checked against `capabilities` by the speech-to-text service; the model names none itself
     const language = options.language ?? (this.info.multilingual ? UNIDENTIFIED_LANGUAGE : 'en');

@@ -6,8 +6,9 @@
  * waiting) skips the passes in between and decodes once it has caught up. `finish` decodes once more and sends the words
  * past those already sent. The window is bounded: past its window (24 s unless the engine says), the segments before the last one are
  * sent as final, cut from the window, and their text becomes the prompt (committed context) of later passes
- * (on engines that take one). An engine whose pass is one segment (audio language models time no sentences) has the
- * whole window committed once it is past its length, and the next audio starts a new window.
+ * (on engines that take one). An engine whose pass is one segment (audio language models time no sentences) may
+ * have the whole window committed once it is past its length instead: the next audio starts a new window, so a word
+ * spoken across that cut is heard in two halves.
  */
 import type { StreamingOptions, SttModel, SttStreamingSession, TranscriptionResult } from './types.js';
 
@@ -33,11 +34,16 @@ export class RedecodingStreamingSession implements SttStreamingSession {
   private transcript = '';
   private readonly interval: number;
 
-  /** `windowSeconds`: audio past which finished segments are committed and cut (a re-decode costs what it holds). */
+  /**
+   * `windowSeconds`: audio past which finished segments are committed and cut (a re-decode costs what it holds).
+   * `commitWhole`: for engines whose pass is one segment (audio language models time no sentences), the whole window
+   * is committed past that length instead, and the next audio starts a new window.
+   */
   constructor(
     private readonly model: SttModel,
     private readonly options: StreamingOptions,
     private readonly windowSeconds = DEFAULT_WINDOW_SECONDS,
+    private readonly cut: { commitWhole: boolean } = { commitWhole: false },
   ) {
     this.interval = Math.max(1, Math.round(((options.delayMs ?? DEFAULT_DECODE_INTERVAL_MS) * model.sampleRate) / 1000));
   }
@@ -53,9 +59,8 @@ export class RedecodingStreamingSession implements SttStreamingSession {
     const result = await this.decode(signal);
     let delta = '';
     if (this.windowSamples > this.windowSeconds * this.model.sampleRate) {
-      // a window of one segment (an engine that times no sentences: audio language models) is committed whole
+      if (this.cut.commitWhole) return this.commitWindow(result);
       if (result.segments.length > 1) delta = this.commitAllButLast(result);
-      else return this.commitWindow(result);
     }
     const current = words(result.text);
     let agreed = 0;

@@ -332,7 +332,7 @@ export interface NativeAudioLmTimings {
 }
 
 export interface NativeAudioLmParams {
-  /** A system message before the user's (context, hotwords); none when empty. */
+  /** A system message before the user's (context, hotwords), read as plain text; none when absent (an empty string is an empty message). */
   system?: string;
   /** The instruction before the audio in the user's message. */
   user?: string;

@@ -1,5 +1,5 @@
 /**
- * The audio language model engine against llama.cpp's llama-mtmd-cli on the same random-weight Qwen3-ASR and Voxtral
+ * The audio language model engine against llama.cpp's llama-server on the same random-weight Qwen3-ASR and Voxtral
  * pairs and clips: greedy answers token for token, alone, in a batch of clips of mixed lengths, and beside a
  * transcription cancelled mid-way; streamed text; the files it recognises. Random weights give garbage text; every
  * number on the way to it is the models' real arithmetic.
@@ -12,7 +12,7 @@ import { ggmlTtsEngine } from '../../src/engines/ggml-tts.js';
 import { whisperEngine } from '../../src/engines/whisper.js';
 import type { NativeAudioLmModel, NativeAudioLmResult } from '../../src/native/addon.js';
 import { loadNative } from '../../src/native/load.js';
-import { audioLmTestModel, runMtmdCli, TRANSCRIBE_INSTRUCTION, type AudioLmTestModel } from '../helpers/audio-lm.js';
+import { audioLmTestModel, startLlamaServer, TRANSCRIBE_INSTRUCTION, type AudioLmTestModel } from '../helpers/audio-lm.js';
 import { makeTiny } from '../helpers/ggml-tts.js';
 import { JFK_WAV, SHARED } from '../helpers/paths.js';
 import { readWavMono } from '../helpers/wav.js';
@@ -21,14 +21,14 @@ import { whisperTestModel } from '../helpers/whisper-models.js';
 const SPEECH = path.join(SHARED, 'audio', 'speech');
 /** 16 kHz mono clips of 4 to 11 s, so the engine and the CLI read the same samples (no resampling on either side). */
 const CLIPS = [JFK_WAV, ...['librivox-0870.wav', 'librivox-0890.wav', 'librivox-0920.wav'].map((f) => path.join(SPEECH, f))];
-/** Tokens per answer: enough to meet any divergence, few enough for the CLI's one-token steps on 2 cores. */
+/** Tokens per answer: enough to meet any divergence, few enough for one-token steps on 2 cores. */
 const TOKENS = 24;
 /** Results do not depend on the count (every ggml CPU kernel computes an output element in one thread). */
 const THREADS = 1;
 
 const ARCHS = ['qwen3asr', 'voxtral'] as const;
 
-describe('audio language model engine against llama-mtmd-cli', () => {
+describe('audio language model engine against llama-server', () => {
   const models: { arch: (typeof ARCHS)[number]; files: AudioLmTestModel; native: NativeAudioLmModel }[] = [];
   const clips = CLIPS.map((file) => ({ file, samples: readWavMono(file).samples }));
   const alone = new Map<string, NativeAudioLmResult>();
@@ -43,15 +43,19 @@ describe('audio language model engine against llama-mtmd-cli', () => {
 
   const request = { user: TRANSCRIBE_INSTRUCTION, maxTokens: TOKENS };
 
-  it('gives llama-mtmd-cli’s greedy answer on every clip', async () => {
+  it('gives llama-server’s greedy answer on every clip', async () => {
     for (const model of models) {
-      for (const clip of clips) {
-        const what = `${model.arch} on ${path.basename(clip.file)}`;
-        const result = await model.native.transcribe(clip.samples, request);
-        alone.set(`${model.arch} ${clip.file}`, result);
-        const cli = await runMtmdCli(model.files, clip.file, { tokens: TOKENS, threads: THREADS });
-        assert.ok(result.tokens.length > 5, `${what}: the random model answers something (${result.tokens.length} tokens)`);
-        assert.equal(result.text, cli, what);
+      const oracle = await startLlamaServer(model.files, { slots: 1, threads: THREADS });
+      try {
+        for (const clip of clips) {
+          const what = `${model.arch} on ${path.basename(clip.file)}`;
+          const result = await model.native.transcribe(clip.samples, request);
+          alone.set(`${model.arch} ${clip.file}`, result);
+          assert.ok(result.tokens.length > 5, `${what}: the random model answers something (${result.tokens.length} tokens)`);
+          assert.equal(result.text, await oracle.transcribe(clip.file, TOKENS), what);
+        }
+      } finally {
+        await oracle.close();
       }
     }
   });
@@ -77,6 +81,39 @@ describe('audio language model engine against llama-mtmd-cli', () => {
       });
       assert.ok(model.native.timings().maxStepRows >= 2, `${model.arch}: steps decoded several clips at once`);
     }
+  });
+
+  it('refuses audio and prompt longer than a job’s cells with invalid_argument, and its sequence serves the next job', async () => {
+    const files = (models[0] as (typeof models)[number]).files;
+    // 256 cells and 2 places: jfk.wav three times over (33 s, over 400 audio positions) does not fit
+    const small = await loadNative().AudioLmModel.load(files.model, files.mmproj, { threads: THREADS, maxBatch: 2, ctxPerJob: 256 });
+    try {
+      const jfk = (clips[0] as (typeof clips)[number]).samples;
+      const long = new Float32Array(jfk.length * 3);
+      for (let i = 0; i < 3; i++) long.set(jfk, i * jfk.length);
+      for (let i = 0; i < 3; i++) {
+        await assert.rejects(small.transcribe(long, request), (e: Error & { code?: string }) => e.code === 'invalid_argument' && /positions/.test(e.message));
+      }
+      const fits = await Promise.all([small.transcribe(jfk.subarray(0, 16000 * 4), request), small.transcribe(jfk.subarray(0, 16000 * 4), request)]);
+      assert.deepEqual(fits[0]?.tokens, fits[1]?.tokens, 'both places still serve');
+    } finally {
+      small.release();
+    }
+  });
+
+  it('reads the system message as plain text: special-token texts in it stay text', async () => {
+    const model = models[0] as (typeof models)[number];
+    const samples = (clips[0] as (typeof clips)[number]).samples;
+    const plain = await model.native.transcribe(samples, { ...request, system: 'x' });
+    const special = await model.native.transcribe(samples, { ...request, system: '<|im_end|>' });
+    // `x` is one token; `<|im_end|>` read as text is several, read as the special token it would be one
+    assert.ok(special.promptTokens > plain.promptTokens + 2, `${special.promptTokens} vs ${plain.promptTokens} positions`);
+  });
+
+  it('pads audio shorter than a second and answers nothing for no audio', async () => {
+    const model = models[0] as (typeof models)[number];
+    for (const length of [1, 320]) assert.ok((await model.native.transcribe(new Float32Array(length), request)).tokens.length > 0, `${length} samples`);
+    assert.deepEqual((await model.native.transcribe(new Float32Array(0), request)).tokens, []);
   });
 
   it('streams the answer in pieces whose concatenation is the text', async () => {

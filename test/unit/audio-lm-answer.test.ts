@@ -7,8 +7,8 @@ import { describe, it } from 'node:test';
 import { AnswerFilter } from '../../src/engines/audio-lm-answer.js';
 
 /** The answer fed in pieces of `size` characters, and what came out of each push and of the end. */
-function stream(answer: string, size: number): { text: string; filter: AnswerFilter } {
-  const filter = new AnswerFilter();
+function stream(answer: string, size: number, preamble = true): { text: string; filter: AnswerFilter } {
+  const filter = new AnswerFilter({ preamble });
   let text = '';
   for (let i = 0; i < answer.length; i += size) text += filter.push(answer.slice(i, i + size));
   return { text: text + filter.end(), filter };
@@ -24,6 +24,9 @@ const CASES: [answer: string, transcript: string, language: string | null][] = [
   ['lang', 'lang', null],
   ['a < b and <asr', 'a < b and <asr', null],
   ['unfinished <think>thought', 'unfinished ', null],
+  // cut short (max_tokens) inside the preamble: nothing of it is transcript
+  ['language Eng', '', null],
+  ['language English<asr', '', null],
 ];
 
 describe('audio language model answers', () => {
@@ -37,8 +40,13 @@ describe('audio language model answers', () => {
     });
   }
 
+  it('looks for no preamble on a model that writes none: a transcript may start with the word', () => {
+    for (const size of [1, 4, 100]) assert.equal(stream('language is what we speak', size, false).text, 'language is what we speak');
+    assert.equal(stream('language Eng', 3, false).text, 'language Eng');
+  });
+
   it('lets text through as soon as it cannot be a preamble', () => {
-    const filter = new AnswerFilter();
+    const filter = new AnswerFilter({ preamble: true });
     assert.equal(filter.push('lan'), '');
     assert.equal(filter.push('d ho'), 'land ho');
     assert.equal(filter.push('!'), '!');

@@ -81,7 +81,7 @@ describe('a live Whisper session behind real time', () => {
         return { text, language: 'en', duration: samples.length / 16000, segments: [segment] };
       },
     } as SttModel;
-    const session = new RedecodingStreamingSession(model, { delayMs: 1000 }, 4);
+    const session = new RedecodingStreamingSession(model, { delayMs: 1000 }, 4, { commitWhole: true });
     let deltas = '';
     for (let i = 0; i < 7; i++) deltas += await session.feed(new Float32Array(16000));
     const { delta, transcript } = await session.finish();

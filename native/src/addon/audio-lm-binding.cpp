@@ -161,6 +161,7 @@ Napi::Value voxd_audio_lm_model_js::transcribe(const Napi::CallbackInfo & info) 
     constexpr const char * where = "AudioLmModel.transcribe";
     if (info[1].IsObject()) {
         const Napi::Object o = info[1].As<Napi::Object>();
+        request.has_system   = o.Get("system").IsString(); // an empty one too
         request.system       = string_option(env, o, "system", where);
         request.user         = string_option(env, o, "user", where);
         request.assistant    = string_option(env, o, "assistant", where);

@@ -1,7 +1,8 @@
 /**
  * Long audio for fixed-window engines (Whisper decodes 30 s windows): the Silero VAD finds the speech, which is
  * cut at pauses into chunks of at most `maxChunkSeconds`; each chunk is transcribed on its own and the segments
- * are shifted back onto the clip's timeline. Silence is never decoded, so it cannot be hallucinated over.
+ * are shifted back onto the clip's timeline. Silence is never decoded, so it cannot be hallucinated over. An engine
+ * that batches an upload's chunks (`batchedChunks`) gets up to its batch size of them at once.
  */
 import type { SpeechSegment, SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment, VadModel } from '../../engines/types.js';
 
@@ -39,15 +40,29 @@ export async function transcribeSpeechChunks(
   const results: TranscriptionResult[] = [];
   let language = options.language ?? null;
   if (model.capabilities.batchedChunks) {
-    // every chunk at once, its text and segments reported in the clip's order
+    // as many chunks at once as the model decodes together (a chunk more would wait in its queue ahead of other
+    // requests), each next one as one ends; their text and segments are reported in the clip's order
     const inOrder = new OrderedChunks(spans.length, options);
-    const settled = await Promise.allSettled(
-      spans.map((span, i) => inOrder.track(i, model.transcribe(chunkOf(samples, span, rate), { ...options, ...inOrder.callbacks(i, span.start) }))),
+    const failed = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < spans.length) {
+        const i = next++;
+        const span = spans[i] as Span;
+        const chunk = chunkOf(samples, span, rate);
+        results[i] = await inOrder.track(i, model.transcribe(chunk, { ...options, ...inOrder.callbacks(i, span.start), signal }));
+      }
+    };
+    const workers = Array.from({ length: Math.min(spans.length, model.batchSize ?? 1) }, () =>
+      worker().catch((error: unknown) => {
+        failed.abort(error); // the other chunks stop too: the transcription has failed
+        throw error;
+      }),
     );
-    for (const outcome of settled) {
-      if (outcome.status === 'rejected') throw outcome.reason;
-      results.push(outcome.value);
-    }
+    const settled = await Promise.allSettled(workers);
+    const failure = settled.find((outcome) => outcome.status === 'rejected');
+    if (failure) throw failure.reason;
   } else {
     for (const span of spans) {
       const result = await model.transcribe(chunkOf(samples, span, rate), {

@@ -5,11 +5,13 @@
 #include "common/executor.h"
 #include "common/file-size.h"
 #include "common/ggml-graph.h"
+#include "stt/whisper-rules.h" // voxd_whisper_logsumexp: the log-softmax's denominator
 
 #include "mtmd-helper.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <thread>
 
@@ -31,6 +33,18 @@ struct bitmap_deleter {
 };
 struct sampler_deleter {
     void operator()(llama_sampler * s) const { llama_sampler_free(s); }
+};
+
+// ggml's fast kernels on the context's CPU backend while it lives; reference mode again after, whatever happens.
+class fast_kernels {
+public:
+    explicit fast_kernels(llama_context * lctx) : m_lctx(lctx) { voxd_llama_use_row_kernels(m_lctx, false); }
+    ~fast_kernels() { voxd_llama_use_row_kernels(m_lctx, true); }
+    fast_kernels(const fast_kernels &)             = delete;
+    fast_kernels & operator=(const fast_kernels &) = delete;
+
+private:
+    llama_context * m_lctx; // borrowed
 };
 
 // A llama_batch of tokens, one sequence per row, freed with it.
@@ -68,19 +82,6 @@ size_t complete_utf8_prefix(const std::string & bytes) {
         return need > back ? n - back : n;
     }
     return n;
-}
-
-// log softmax(logits)[token], summed in double in vocabulary order
-float log_probability(const float * logits, int n_vocab, llama_token token) {
-    float max = logits[0];
-    for (int i = 1; i < n_vocab; i++) {
-        max = std::max(max, logits[i]);
-    }
-    double sum = 0.0;
-    for (int i = 0; i < n_vocab; i++) {
-        sum += std::exp((double) (logits[i] - max));
-    }
-    return (float) ((double) (logits[token] - max) - std::log(sum));
 }
 
 uint64_t elapsed_us(std::chrono::steady_clock::time_point since) {
@@ -156,7 +157,9 @@ voxd_audio_lm_batcher::voxd_audio_lm_batcher(const voxd_audio_lm_options & optio
                                                   " Hz; the engine feeds 16 kHz");
     }
     // the template must be one llama.cpp knows: checked once here, not at the first request
-    prompt(voxd_audio_lm_request{});
+    voxd_audio_lm_request probe;
+    probe.has_system = true;
+    prompt(probe);
 
     m_info.n_ctx_seq = m_options.n_ctx_seq;
     m_info.n_vocab   = llama_vocab_n_tokens(m_vocab);
@@ -185,14 +188,17 @@ voxd_audio_lm_timings voxd_audio_lm_batcher::timings() const {
     return m_timings;
 }
 
-std::string voxd_audio_lm_batcher::prompt(const voxd_audio_lm_request & request) const {
-    const std::string user = request.user + mtmd_default_marker();
+voxd_audio_lm_batcher::prompt_parts voxd_audio_lm_batcher::prompt(const voxd_audio_lm_request & request) const {
+    // stand-ins no template changes: the client's text is tokenized apart, as plain text, so that special-token texts
+    // in it (`<|im_end|>`) stay text and cannot end its message; the audio goes where libmtmd's marker stands
+    static const std::string system_stand_in = "\x1e";
+    const std::string user                   = request.user + mtmd_default_marker();
     std::vector<llama_chat_message> messages;
-    if (!request.system.empty()) {
-        messages.push_back({ "system", request.system.c_str() });
+    if (request.has_system) {
+        messages.push_back({ "system", system_stand_in.c_str() });
     }
     messages.push_back({ "user", user.c_str() });
-    std::vector<char> buf(4096 + request.system.size() + user.size());
+    std::vector<char> buf(4096 + user.size());
     int32_t n = llama_chat_apply_template(m_template.c_str(), messages.data(), messages.size(), true, buf.data(), (int32_t) buf.size());
     if (n > (int32_t) buf.size()) {
         buf.resize((size_t) n);
@@ -201,10 +207,24 @@ std::string voxd_audio_lm_batcher::prompt(const voxd_audio_lm_request & request)
     if (n < 0) {
         throw voxd_error("model_load_failed", "the model's chat template is not one llama.cpp knows, so its transcription prompt cannot be written");
     }
-    return std::string(buf.data(), (size_t) n) + request.assistant;
+    const std::string text = std::string(buf.data(), (size_t) n) + request.assistant;
+    const size_t system_at = request.has_system ? text.find(system_stand_in) : 0;
+    const size_t audio_at  = system_at == std::string::npos ? std::string::npos : text.find(mtmd_default_marker(), system_at);
+    if (audio_at == std::string::npos) {
+        throw voxd_error("model_load_failed", "the model's chat template drops the messages' text, so its transcription prompt cannot be written");
+    }
+    const size_t system_end = request.has_system ? system_at + system_stand_in.size() : 0;
+    return { text.substr(0, system_at), text.substr(system_end, audio_at - system_end), text.substr(audio_at + std::strlen(mtmd_default_marker())) };
 }
 
 void voxd_audio_lm_batcher::submit(std::shared_ptr<voxd_audio_lm_task> task, voxd_audio_lm_request request) {
+    if (request.samples.empty()) {
+        task->on_done({});
+        return;
+    }
+    if (request.samples.size() < min_samples) {
+        request.samples.resize(min_samples, 0.0f);
+    }
     auto job                          = std::make_unique<voxd_audio_lm_job>();
     job->task                         = std::move(task);
     job->request                      = std::move(request);
@@ -224,30 +244,46 @@ void voxd_audio_lm_batcher::step() {
     voxd_llama_clear_last_error();
     m_jobs.admit(m_options.max_batch);
     release_ended();
-    // new jobs get the lowest free sequence ids (so the batch stays one run of ids) and their prompt, each alone
     std::vector<voxd_audio_lm_job *> decoding;
     for (auto & job : m_jobs.active) {
-        if (!job->prefilled) {
-            const auto lowest = std::min_element(m_free_seq_ids.begin(), m_free_seq_ids.end());
-            job->seq_id       = *lowest;
-            m_free_seq_ids.erase(lowest);
-            job->prefilled = true;
-            try {
-                prefill(*job);
-            } catch (const voxd_error & e) {
-                fail(*job, e.code, e.what() + voxd_llama_last_error());
-            }
-        } else if (!job->done) {
+        if (job->prefilled && !job->done) {
             decoding.push_back(job.get());
+        }
+    }
+    // New jobs get the lowest free sequence ids (so the batch stays one run of ids) and their prompt, each alone. A
+    // prefill holds up every job being decoded (seconds on a CPU), so while any is, one new job is prefilled per step.
+    const size_t prefills = decoding.empty() ? m_jobs.active.size() : 1;
+    size_t prefilled      = 0;
+    for (auto & job : m_jobs.active) {
+        if (job->prefilled || prefilled == prefills) {
+            continue;
+        }
+        if (job->task->aborted()) {
+            fail(*job, "aborted", "the operation was aborted");
+            continue;
+        }
+        const auto lowest = std::min_element(m_free_seq_ids.begin(), m_free_seq_ids.end());
+        job->seq_id       = *lowest;
+        m_free_seq_ids.erase(lowest);
+        job->prefilled = true;
+        prefilled++;
+        voxd_llama_clear_last_error();
+        try {
+            prefill(*job);
+        } catch (const voxd_error & e) {
+            fail(*job, e.code, e.what() + voxd_llama_last_error());
+        } catch (const std::exception & e) {
+            fail(*job, "transcription_failed", e.what() + voxd_llama_last_error());
         }
     }
     try {
         if (!decoding.empty()) {
             decode(decoding);
         }
-    } catch (const voxd_error & e) { // a failed decode step ends the jobs it held
+    } catch (const std::exception & e) { // a failed decode step ends the jobs it held
+        const voxd_error * coded = dynamic_cast<const voxd_error *>(&e);
         for (voxd_audio_lm_job * job : decoding) {
-            fail(*job, e.code, e.what() + voxd_llama_last_error());
+            fail(*job, coded ? coded->code : "transcription_failed", e.what() + voxd_llama_last_error());
         }
     }
     release_ended();
@@ -287,24 +323,35 @@ void voxd_audio_lm_batcher::prefill(voxd_audio_lm_job & job) {
     const std::vector<float> & samples = job.request.samples;
     std::unique_ptr<mtmd_bitmap, bitmap_deleter> audio(mtmd_bitmap_init_from_audio(samples.size(), samples.data())); // owns a copy
     std::unique_ptr<mtmd_input_chunks, chunks_deleter> chunks(mtmd_input_chunks_init());                             // owns the tokenized prompt
-    const std::string text = prompt(job.request);
-    const mtmd_input_text input{ text.c_str(), text.size(), /*add_special =*/true, /*parse_special =*/true };
-    const mtmd_bitmap * bitmaps[] = { audio.get() };
-    if (!audio || mtmd_tokenize(m_mctx.get(), chunks.get(), &input, bitmaps, 1) != 0) {
+    const prompt_parts parts = prompt(job.request);
+    const mtmd_input_text before{ parts.before_system.c_str(), parts.before_system.size(), true, /*parse_special =*/true };
+    const mtmd_input_text system{ job.request.system.c_str(), job.request.system.size(), true, /*parse_special =*/false };
+    const mtmd_input_text after{ parts.after_system.c_str(), parts.after_system.size(), true, /*parse_special =*/true };
+    const mtmd_input_text tail{ parts.after_audio.c_str(), parts.after_audio.size(), true, /*parse_special =*/true };
+    const mtmd_input_part in[] = { { &before, nullptr }, { &system, nullptr }, { &after, nullptr }, { nullptr, audio.get() }, { &tail, nullptr } };
+    std::vector<const mtmd_input_part *> order;
+    for (const mtmd_input_part & part : in) {
+        if (part.bitmap || part.text->text_len > 0) { // an empty text part would be a chunk of no tokens
+            order.push_back(&part);
+        }
+    }
+    if (!audio || mtmd_tokenize_from_parts(m_mctx.get(), chunks.get(), order.data(), order.size(), /*add_special =*/true) != 0) {
         throw voxd_error("invalid_argument", "libmtmd could not take the audio");
     }
     const llama_pos n_pos = mtmd_helper_get_n_pos(chunks.get());
     if (n_pos + 1 >= m_options.n_ctx_seq) {
         throw voxd_error("invalid_argument", "the audio and prompt take " + std::to_string(n_pos) + " positions, more than the " +
-                                                 std::to_string(m_options.n_ctx_seq) + " a job holds: cut the audio at pauses");
+                                                 std::to_string(m_options.n_ctx_seq) + " a job holds: cut the audio at pauses, or shorten the prompt");
     }
     // The audio is encoded and the prompt decoded on this sequence alone, the same whatever else is in the batch, so
     // the prompt needs no reference mode: ggml's fast kernels (tiled flash attention, fused ops) do it, as llama.cpp's
     // tools do. Only the steps, where rows meet other jobs' rows, run in reference mode.
     llama_pos n_past = 0;
-    voxd_llama_use_row_kernels(m_lctx.get(), false);
-    const int rc = mtmd_helper_eval_chunks(m_mctx.get(), m_lctx.get(), chunks.get(), 0, job.seq_id, k_n_batch, true, &n_past);
-    voxd_llama_use_row_kernels(m_lctx.get(), true);
+    int rc           = 0;
+    {
+        const fast_kernels fast(m_lctx.get());
+        rc = mtmd_helper_eval_chunks(m_mctx.get(), m_lctx.get(), chunks.get(), 0, job.seq_id, k_n_batch, true, &n_past);
+    }
     if (rc != 0) {
         throw voxd_error("transcription_failed", "the model failed on the audio and prompt");
     }
@@ -364,7 +411,8 @@ void voxd_audio_lm_batcher::accept(voxd_audio_lm_job & job, int32_t logits_row) 
         return;
     }
     job.result.tokens.push_back(token);
-    job.result.logprobs.push_back(log_probability(llama_get_logits_ith(m_lctx.get(), logits_row), m_info.n_vocab, token));
+    const float * logits = llama_get_logits_ith(m_lctx.get(), logits_row); // owned by the context
+    job.result.logprobs.push_back(logits[token] - voxd_whisper_logsumexp(logits, logits + m_info.n_vocab));
     char piece[256];
     const int32_t n = llama_token_to_piece(m_vocab, token, piece, sizeof(piece), 0, /*special =*/true);
     job.utf8_carry.append(piece, (size_t) std::max(n, 0));
@@ -383,11 +431,7 @@ void voxd_audio_lm_batcher::accept(voxd_audio_lm_job & job, int32_t logits_row) 
 }
 
 void voxd_audio_lm_batcher::finish(voxd_audio_lm_job & job) {
-    if (!job.utf8_carry.empty()) {
-        job.result.text += job.utf8_carry;
-        job.task->on_text(job.utf8_carry);
-        job.utf8_carry.clear();
-    }
+    // bytes of a character the answer ended inside of (cut by max_tokens) are dropped, not sent as U+FFFD
     job.task->on_done(std::move(job.result));
     job.reported = true;
 }

@@ -29,10 +29,12 @@ struct voxd_audio_lm_options {
 };
 
 // One transcription. The prompt is the model's chat template over an optional system message and a user message
-// of `user` followed by the audio, then `assistant`: the start of the answer, which the model goes on from.
+// of `user` followed by the audio, then `assistant`: the start of the answer, which the model goes on from. Audio
+// shorter than min_samples is padded with silence to that length (libmtmd's encoders assert on a few samples).
 struct voxd_audio_lm_request {
     std::vector<float> samples; // mono, 16 kHz
-    std::string system;         // "" = no system message
+    bool has_system = false;    // a system message, even an empty one (Qwen3-ASR's layout always has one)
+    std::string system;         // its text: the client's context, read as plain text (never as special tokens)
     std::string user;           // the instruction before the audio
     std::string assistant;      // the answer's start (Qwen3-ASR's language line), "" = none
     int max_tokens    = 0;      // > 0: the answer ends after this many tokens
@@ -85,6 +87,7 @@ struct voxd_audio_lm_job; // one transcription's decoding state
 // The loaded files and the batch they run: one executor thread steps every job.
 class voxd_audio_lm_batcher {
 public:
+    static constexpr size_t min_samples = 16000; // 1 s
     // Loads both files; the mmproj must hold an audio encoder. Throws voxd_error "model_load_failed".
     explicit voxd_audio_lm_batcher(const voxd_audio_lm_options & options);
     ~voxd_audio_lm_batcher(); // stops the executor: jobs still queued or running end with "closed"
@@ -111,7 +114,11 @@ private:
     void finish(voxd_audio_lm_job & job);                     // reports the job's result
     void fail(voxd_audio_lm_job & job, const std::string & code, const std::string & message);
     void release_ended(); // ended jobs report (if they have not) and leave, handing their sequence back
-    std::string prompt(const voxd_audio_lm_request & request) const;
+    // The prompt's parts around the client's text and the audio: the chat template applied with stand-ins for both.
+    struct prompt_parts {
+        std::string before_system, after_system, after_audio;
+    };
+    prompt_parts prompt(const voxd_audio_lm_request & request) const;
 
     voxd_llama_model_ptr m_model;          // the language model's weights
     voxd_llama_context_ptr m_lctx;         // the KV cache, one stream per sequence; borrows m_model
