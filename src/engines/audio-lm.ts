@@ -25,6 +25,19 @@ export const AUDIO_LM_ENGINE = 'audio-lm';
 const SAMPLE_RATE = 16000;
 /** The most a transcription holds: uploads are cut at the VAD's pauses into chunks this long (mtmd's audio window). */
 const CHUNK_SECONDS = 30;
+/**
+ * The most tokens an answer may have: the request's `max_tokens`, and at most 10 per second of audio and 32 more.
+ * Speech runs at up to 7 or so tokens a second in these models' vocabularies (fast speech, one token per Chinese
+ * character); a model caught repeating itself would otherwise decode to the end of its KV cells, on every live pass.
+ */
+const TOKENS_PER_SECOND = 10;
+const EXTRA_TOKENS = 32;
+
+function answerLimit(seconds: number, requested: number | undefined): number {
+  const limit = Math.ceil(seconds * TOKENS_PER_SECOND) + EXTRA_TOKENS;
+  return requested && requested > 0 ? Math.min(Math.floor(requested), limit) : limit;
+}
+
 /** Keys of an mmproj's header read for its projector type: every one (an mmproj has a few dozen). */
 const MMPROJ_MAX_KEYS = 4096;
 /** Live: the window past which the turn's finished segments are committed (a re-decode costs what it holds). */
@@ -200,8 +213,7 @@ class AudioLmSttModel implements SttModel {
     };
     const params = {
       ...this.family.prompt(language, options.translate ?? false, options.prompt ?? ''),
-      // an answer cannot outgrow the job's KV cells: a larger request is the same as none
-      maxTokens: options.maxTokens && options.maxTokens > 0 ? Math.min(Math.floor(options.maxTokens), this.info.ctxPerJob) : 0,
+      maxTokens: answerLimit(samples.length / SAMPLE_RATE, options.maxTokens),
       temperature: options.temperature ?? 0,
       // a sampled answer draws anew each time; a greedy one does not draw
       seed: randomInt(2 ** 32),

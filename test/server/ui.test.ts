@@ -14,6 +14,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Page } from 'playwright-core';
 import { parakeetTestModel } from '../helpers/parakeet.js';
+import { audioLmTestModel } from '../helpers/audio-lm.js';
 import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
 import { transportUnderTest } from '../helpers/transport.js';
@@ -318,6 +319,37 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.doesNotMatch((await liveTab.textContent()) ?? '', /running/);
     const meter = page.getByRole('meter', { name: 'Microphone level', includeHidden: true });
     assert.equal(await meter.getAttribute('aria-valuenow'), '0', 'a stopped microphone reads 0');
+  });
+
+  it('offers an audio language model (Qwen3-ASR) in Transcribe and Live, its word timestamps box off', async () => {
+    const { dir } = await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' });
+    await page.goto(`${served.ui}/#models`);
+    await page.locator('#model-id').fill(dir);
+    await page.getByRole('button', { name: 'Load', exact: true }).click();
+    const row = page.locator(`tr[data-model="${dir}"]`);
+    await row
+      .locator('.badge')
+      .filter({ hasText: /^loaded$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.equal(await row.locator('.model-engine').innerText(), 'audio-lm');
+
+    await showView(page, /^Transcribe/);
+    const view = page.locator('#view-transcribe');
+    await page.locator('#transcribe-model').selectOption(dir);
+    assert.ok(await page.locator('#transcribe-words').isDisabled(), 'the model times no words');
+    await view.locator('input[type=file]').setInputFiles(JFK_WAV);
+    const [answer] = await Promise.all([
+      page.waitForResponse(/\/v1\/audio\/transcriptions$/, { timeout: WAIT_MS }),
+      page.getByRole('button', { name: 'Transcribe', exact: true }).click(),
+    ]);
+    assert.equal(answer.status(), 200);
+    await view.locator('.segment').first().waitFor({ timeout: WAIT_MS });
+    await screenshots(page, 'transcribe-audio-lm');
+    await page.locator('#transcribe-model').selectOption('whisper-1');
+    assert.ok(await page.locator('#transcribe-words').isEnabled(), 'the default model times words');
+
+    await showView(page, /^Live/);
+    assert.ok((await optionText(page, '#live-model', dir))?.startsWith(path.basename(dir)), 'Live offers it too');
   });
 
   it('offers a Parakeet model in Transcribe and Live like any STT model: a word seeks to its start, live turns complete', async () => {
