@@ -12,7 +12,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser, type BrowserContext, type Download, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Download, type Locator, type Page } from 'playwright-core';
 import { parakeetTestModel } from '../helpers/parakeet.js';
 import { audioLmTestModel } from '../helpers/audio-lm.js';
 import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
@@ -89,6 +89,19 @@ async function showView(page: Page, name: RegExp): Promise<void> {
 async function optionText(page: Page, select: string, value: string): Promise<string | undefined> {
   const offered = await page.locator(`${select} option`).evaluateAll((all: HTMLOptionElement[]) => all.map((option) => [option.value, option.text]));
   return offered.find(([offeredValue]) => offeredValue === value)?.[1];
+}
+
+/** Loads a model as a person would, by its path in the Models view (which names its engine); its row there. */
+async function loadInModelsView(page: Page, ui: string, model: string): Promise<Locator> {
+  await page.goto(`${ui}/#models`);
+  await page.locator('#model-id').fill(model);
+  await page.getByRole('button', { name: 'Load', exact: true }).click();
+  const row = page.locator(`tr[data-model="${model}"]`);
+  await row
+    .locator('.badge')
+    .filter({ hasText: /^loaded$/ })
+    .waitFor({ timeout: WAIT_MS });
+  return row;
 }
 
 /** A word wider than a phone's screen, as URLs and compound words are. */
@@ -323,14 +336,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
 
   it('offers an audio language model (Qwen3-ASR) in Transcribe and Live, its word timestamps box off', async () => {
     const { dir } = await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' });
-    await page.goto(`${served.ui}/#models`);
-    await page.locator('#model-id').fill(dir);
-    await page.getByRole('button', { name: 'Load', exact: true }).click();
-    const row = page.locator(`tr[data-model="${dir}"]`);
-    await row
-      .locator('.badge')
-      .filter({ hasText: /^loaded$/ })
-      .waitFor({ timeout: WAIT_MS });
+    const row = await loadInModelsView(page, served.ui, dir);
     assert.equal(await row.locator('.model-engine').innerText(), 'audio-lm');
 
     await showView(page, /^Transcribe/);
@@ -354,15 +360,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
 
   it('offers a Parakeet model in Transcribe and Live like any STT model: a word seeks to its start, live turns complete', async () => {
     const model = await parakeetTestModel({ size: 'tiny' });
-    // loaded as a person would, by its path in the Models view, which names its engine
-    await page.goto(`${served.ui}/#models`);
-    await page.locator('#model-id').fill(model);
-    await page.getByRole('button', { name: 'Load', exact: true }).click();
-    const row = page.locator(`tr[data-model="${model}"]`);
-    await row
-      .locator('.badge')
-      .filter({ hasText: /^loaded$/ })
-      .waitFor({ timeout: WAIT_MS });
+    const row = await loadInModelsView(page, served.ui, model);
     assert.equal(await row.locator('.model-task').innerText(), 'speech to text');
     assert.equal(await row.locator('.model-engine').innerText(), 'parakeet');
 
