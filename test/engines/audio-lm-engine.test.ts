@@ -53,6 +53,11 @@ describe('audio language model engine against llama-server', () => {
           alone.set(`${model.arch} ${clip.file}`, result);
           assert.ok(result.tokens.length > 5, `${what}: the random model answers something (${result.tokens.length} tokens)`);
           assert.equal(result.text, await oracle.transcribe(clip.file, TOKENS), what);
+          if (model.arch === 'qwen3asr') {
+            // Qwen3-ASR's own layout, as the engine asks it (src/engines/audio-lm.ts): an empty system message, the audio alone
+            const own = await model.native.transcribe(clip.samples, { system: '', user: '', maxTokens: TOKENS });
+            assert.equal(own.text, await oracle.chat('', clip.file, TOKENS), `${what}, Qwen3-ASR's layout`);
+          }
         }
       } finally {
         await oracle.close();

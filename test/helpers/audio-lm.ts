@@ -42,6 +42,8 @@ export interface LlamaServer {
   base: string;
   /** Its greedy answer to a WAV file: `tokens` tokens at most, every token's piece (as the engine's `text`). */
   transcribe(file: string | Buffer, tokens: number): Promise<string>;
+  /** Its greedy chat answer to a system message and a user message of the WAV file alone (Qwen3-ASR's own layout). */
+  chat(system: string, file: string, tokens: number): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -78,6 +80,17 @@ export async function startLlamaServer(model: AudioLmTestModel, options: { slots
       const response = await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body });
       if (response.status !== 200) throw new Error(`llama-server: HTTP ${response.status} ${await response.text()}`);
       return ((await response.json()) as { text: string }).text;
+    },
+    async chat(system, file, tokens) {
+      const audio = { type: 'input_audio', input_audio: { data: fs.readFileSync(file).toString('base64'), format: 'wav' } };
+      const messages = [
+        { role: 'system', content: system },
+        { role: 'user', content: [audio] },
+      ];
+      const body = JSON.stringify({ messages, temperature: 0, max_tokens: tokens });
+      const response = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      if (response.status !== 200) throw new Error(`llama-server: HTTP ${response.status} ${await response.text()}`);
+      return ((await response.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content ?? '';
     },
     close,
   };
