@@ -201,15 +201,15 @@ class AudioLmSttModel implements SttModel {
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const native = this.loaded;
     const language = options.language ?? null;
-    const answer = (): AnswerFilter => new AnswerFilter({ preamble: this.family.preamble ?? false });
-    const filter = answer();
+    // one filter over the answer: fed each piece as it streams, or the whole text at the end (the same transcript)
+    const filter = new AnswerFilter({ preamble: this.family.preamble ?? false });
+    let transcript = '';
     // the transcript starts at its first non-blank character; deltas carry a segment's leading space as the text does
-    let started = false;
     const send = (text: string): void => {
-      const out = started ? text : text.trimStart();
+      const out = transcript === '' ? text.trimStart() : text;
       if (out === '') return;
-      options.onText?.(started ? out : ` ${out}`);
-      started = true;
+      options.onText?.(transcript === '' ? ` ${out}` : out);
+      transcript += out;
     };
     const params = {
       ...this.family.prompt(language, options.translate ?? false, options.prompt ?? ''),
@@ -225,11 +225,10 @@ class AudioLmSttModel implements SttModel {
       .catch((error: unknown) => {
         throw apiErrorFromNative(error, { codes: ['invalid_argument'] });
       });
-    if (options.onText) send(filter.end());
-    // the whole answer filtered at once: the same text as the deltas', whatever the pieces were
-    const whole = answer();
-    const text = (whole.push(result.text) + whole.end()).trim();
-    const heard = whole.language ? languageCode(whole.language) : null;
+    if (!options.onText) send(filter.push(result.text));
+    send(filter.end());
+    const text = transcript.trim();
+    const heard = filter.language ? languageCode(filter.language) : null;
     const reported = options.translate ? 'en' : (language ?? heard ?? UNIDENTIFIED_LANGUAGE);
     const duration = samples.length / SAMPLE_RATE;
     const segments =

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 template <typename Job> class voxd_batch_queue {
@@ -93,3 +94,12 @@ private:
     std::deque<std::unique_ptr<Job>> m_queue;
     bool m_running = false; // a loop is queued or running on the executor
 };
+
+// Destroys a batcher (whose destructor stops and joins its executor thread) from its owner's destructor. The owner's
+// last holder can be a job ending on that very thread, which cannot join itself: the batcher is then destroyed (and
+// the thread joined) on a thread of its own.
+template <typename Batcher> void voxd_release_batcher(std::unique_ptr<Batcher> & batcher) {
+    if (batcher && batcher->on_executor_thread()) {
+        std::thread([b = std::move(batcher)]() mutable { b.reset(); }).detach();
+    }
+}

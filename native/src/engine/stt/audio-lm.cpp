@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <cmath>
-#include <thread>
 
 namespace {
 
@@ -445,9 +444,5 @@ std::shared_ptr<voxd_audio_lm_model> voxd_audio_lm_model::load(const voxd_audio_
 }
 
 voxd_audio_lm_model::~voxd_audio_lm_model() {
-    // The last holder can be a job ending on the batcher's own thread, which cannot join itself: the batcher is then
-    // destroyed (and that thread joined) on a thread of its own.
-    if (m_batcher && m_batcher->on_executor_thread()) {
-        std::thread([b = std::move(m_batcher)]() mutable { b.reset(); }).detach();
-    }
+    voxd_release_batcher(m_batcher);
 }

@@ -4,7 +4,6 @@
 #include "common/ggml-file-check.h"
 
 #include <algorithm>
-#include <thread>
 
 // ---- file check ----
 
@@ -87,11 +86,7 @@ static voxd_parakeet_info voxd_parakeet_check_file(const std::string & path) {
 // ---- the model ----
 
 voxd_parakeet_model::~voxd_parakeet_model() {
-    // The last holder can be a clip ending on the batcher's own thread, which cannot join itself: the batcher is then
-    // destroyed (and that thread joined) on a thread of its own.
-    if (m_batcher && m_batcher->on_executor_thread()) {
-        std::thread([b = std::move(m_batcher)]() mutable { b.reset(); }).detach();
-    }
+    voxd_release_batcher(m_batcher);
 }
 
 std::shared_ptr<voxd_parakeet_model> voxd_parakeet_model::load(const std::string & path, const voxd_parakeet_batch_options & options) {

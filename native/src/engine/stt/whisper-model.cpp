@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <thread>
 
 // ---- file check ----
 
@@ -64,11 +63,7 @@ static void voxd_whisper_check_file(const std::string & path) {
 // ---- whisper.cpp's context and states ----
 
 voxd_whisper_model::~voxd_whisper_model() {
-    // The last holder can be a batched job ending on the batcher's own thread, which cannot join itself: the
-    // batcher is then destroyed (and that thread joined) on a thread of its own.
-    if (m_batcher && m_batcher->on_executor_thread()) {
-        std::thread([b = std::move(m_batcher)]() mutable { b.reset(); }).detach();
-    }
+    voxd_release_batcher(m_batcher);
 }
 
 void voxd_whisper_model::context_deleter::operator()(whisper_context * ctx) const {
