@@ -62,6 +62,8 @@ const env = {
   VOXD_TEST_PARAKEET_MODEL: parakeetModel,
   VOXD_TEST_TTS_MODEL: tts.model,
   VOXD_TEST_TTS_MMPROJ: tts.mmproj,
+  // small checkpoints torch itself wrote (native/test/data/torch/make-fixtures.py)
+  VOXD_TEST_TORCH_DIR: path.join(root, 'native', 'test', 'data', 'torch'),
   // the engine libraries keep process-wide state (backend registries, flite's voices) for the process's life
   ...(sanitize ? { ASAN_OPTIONS: 'detect_leaks=0', UBSAN_OPTIONS: 'print_stacktrace=1' } : {}),
 };

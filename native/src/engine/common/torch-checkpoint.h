@@ -10,11 +10,11 @@
 #include <vector>
 
 struct voxd_torch_tensor_info {
-    std::string dtype;            // the storage's element type: "float32", "float16", "bfloat16", "float64", "int64", ...
-    std::vector<int64_t> shape;   // PyTorch's order, outermost first
-    std::vector<int64_t> stride;  // in elements
-    int64_t storage_offset = 0;   // in elements
-    std::string storage_key;      // the storage's file name under `<root>/data/`
+    std::string dtype;           // the storage's element type: "float32", "float16", "bfloat16", "float64", "int64", ...
+    std::vector<int64_t> shape;  // PyTorch's order, outermost first
+    std::vector<int64_t> stride; // in elements
+    int64_t storage_offset = 0;  // in elements
+    std::string storage_key;     // the storage's file name under `<root>/data/`
 };
 
 class voxd_torch_checkpoint {
