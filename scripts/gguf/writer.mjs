@@ -33,8 +33,8 @@ export const kv = {
 
 /** @typedef {{ name: string, ne: number[], type: number }} GgufTensor a tensor's info: name, ne (ggml order: innermost first), ggml type */
 
-/** Growable little-endian byte buffer for the header. */
-class ByteWriter {
+/** Growable little-endian byte buffer for the header (and torch/writer.mjs's pickles). */
+export class ByteWriter {
   constructor() {
     this.buf = Buffer.alloc(1 << 16);
     this.length = 0;
