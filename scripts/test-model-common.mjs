@@ -1,5 +1,5 @@
 // What the random-weight test-model writers (make-whisper-test-model.mjs, make-tts-test-model.mjs,
-// make-asr-test-model.mjs, make-parakeet-test-model.mjs) share: the cache location and its build-then-rename
+// make-asr-test-model.mjs, make-parakeet-test-model.mjs, make-kokoro-test-model.mjs) share: the cache location and its build-then-rename
 // discipline, option checks and the CLI, the numeric pieces whose exact bits the formats depend on (ggml's tensor
 // types and sizes are in gguf/ggml.mjs), and tensors described by how they are filled, with their deterministic
 // weights. Anything here that touches a value written to a model (halfBits, weylStream, tensorData) fixes those
@@ -339,7 +339,7 @@ export function halfBits(value) {
   return sign | half;
 }
 
-// ---- tensors and their weights (make-tts-test-model.mjs, make-parakeet-test-model.mjs) ----
+// ---- tensors and their weights (make-tts-test-model.mjs, make-parakeet-test-model.mjs, make-kokoro-test-model.mjs) ----
 
 /**
  * 32-bit string hash (multiply-xorshift per character, then a finalizer).
@@ -398,12 +398,13 @@ function normalStream(seed) {
   };
 }
 
-/** @typedef {{ std: number, mean?: number } | { fill: number } | { values: (i: number, seed: number) => number }} TensorInit */
+/** @typedef {{ std: number, mean?: number } | { bound: number } | { fill: number } | { values: (i: number, seed: number) => number }} TensorInit */
 /** @typedef {{ name: string, ne: number[], type: number, init: TensorInit }} Tensor */
 
 /**
  * A tensor: name, ne (ggml order: innermost dimension first), type, and how to fill it:
- * { std, mean? } normal values, { fill } a constant, { values: (i, seed) => number } computed per element.
+ * { std, mean? } normal values, { bound } uniform in [-bound, bound), { fill } a constant,
+ * { values: (i, seed) => number } computed per element.
  * @param {string} name
  * @param {number[]} ne
  * @param {TensorInit} init
@@ -417,6 +418,8 @@ export const gain = (value = 1) => ({ fill: value });
 export const zeros = () => ({ fill: 0 });
 /** N(0, scale^2 / fanIn): keeps the activation scale through a random layer. */
 export const fanIn = (/** @type {number} */ n, scale = 1) => ({ std: scale / Math.sqrt(n) });
+/** Uniform in ±1/sqrt(fanIn): PyTorch's default initialisation of linear, convolution and LSTM weights and biases. */
+export const torchDefault = (/** @type {number} */ n) => ({ bound: 1 / Math.sqrt(n) });
 
 /**
  * The tensor's data: f16 bits or f32 values, deterministic for (name, seed) and whatever else the file holds.
@@ -429,12 +432,16 @@ export function tensorData(t, seed) {
   /** @type {(i: number, v: number) => number} */
   const put = t.type === GGML_TYPE_F16 ? (i, v) => (out[i] = halfBits(v)) : (i, v) => (out[i] = v);
   const { init } = t;
+  const streamSeed = hashString(t.name) ^ Math.imul(seed, 0x27d4eb2f);
   if ('fill' in init) {
     for (let i = 0; i < n; i++) put(i, init.fill);
   } else if ('values' in init) {
     for (let i = 0; i < n; i++) put(i, init.values(i, seed));
+  } else if ('bound' in init) {
+    const next = randomStream(streamSeed);
+    for (let i = 0; i < n; i++) put(i, init.bound * (next() / 0x80000000 - 1));
   } else {
-    const next = normalStream(hashString(t.name) ^ Math.imul(seed, 0x27d4eb2f));
+    const next = normalStream(streamSeed);
     // no mean: the bare product, so the models written before `mean` existed keep their bytes
     if (init.mean === undefined) for (let i = 0; i < n; i++) put(i, init.std * next());
     else for (let i = 0; i < n; i++) put(i, init.mean + init.std * next());
