@@ -79,13 +79,23 @@ class Pickler {
   op(...bytes) {
     for (const b of bytes) this.w.u8(b);
   }
-  put() {
-    const index = this.memoSize++;
-    if (index < 256) this.op(OP.BINPUT, index);
+  /**
+   * A memo opcode and its index: the one-byte form below 256, the four-byte one from there.
+   * @param {number} short
+   * @param {number} long
+   * @param {number} index
+   */
+  memoOp(short, long, index) {
+    if (index < 256) this.op(short, index);
     else {
-      this.op(OP.LONG_BINPUT);
+      this.op(long);
       this.w.u32(index);
     }
+  }
+  /** Memoises the object just written under the next index, which it returns. */
+  put() {
+    const index = this.memoSize++;
+    this.memoOp(OP.BINPUT, OP.LONG_BINPUT, index);
     return index;
   }
   /**
@@ -95,11 +105,7 @@ class Pickler {
   get(key) {
     const index = this.memo.get(key);
     if (index === undefined) return false;
-    if (index < 256) this.op(OP.BINGET, index);
-    else {
-      this.op(OP.LONG_BINGET);
-      this.w.u32(index);
-    }
+    this.memoOp(OP.BINGET, OP.LONG_BINGET, index);
     return true;
   }
   /** @param {string} s */
