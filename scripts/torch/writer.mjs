@@ -311,7 +311,8 @@ class ZipWriter {
 
 /**
  * Writes `value` as torch.save(value, file) would, the archive's root directory named `root` (torch names it after
- * the file it saves to).
+ * the file it saves to). Each tensor's data is asked for once, in the order the pickle names them (their storages'
+ * order; torch sorts the keys as strings, which no reader depends on).
  * @param {string} file
  * @param {string} root
  * @param {PickleValue} value
