@@ -28,12 +28,14 @@
 // Weights: PyTorch's default initialisation (uniform in ±1/sqrt(fan_in) for linear, convolution and LSTM weights
 // and biases; N(0, 1) embeddings; LayerNorm 1 and 0; Snake alphas 1), each weight-normed convolution's gain the norm
 // of its direction as torch.nn.utils.weight_norm sets it, from a seeded stream per tensor (test-model-common.mjs).
-// Two values are chosen so the tests run on short, finite audio:
+// Three values are chosen so the tests run on short, finite, voiced audio:
 //   - decoder.module.generator.conv_post.weight_g is scaled by 0.05 (as oracle.py's --post-scale does): the
 //     generator takes exp() of that convolution's output, which random weights otherwise overflow;
 //   - predictor.module.duration_proj (durationWeights): its bias is DURATION_BIAS, so that a token lasts about
 //     50 * sigmoid(bias) = 3.5 frames (the released model's range) rather than the ~25 random biases give, and its
-//     rows share a direction, so that durations still differ from token to token (1.4 to 7 frames).
+//     rows share a direction, so that durations still differ from token to token (1.4 to 7 frames);
+//   - predictor.module.F0_proj.bias is F0_BIAS (150 Hz), so that the predicted pitch is a voice's and the generator's
+//     harmonic source is voiced (sines), as in speech, rather than a few Hz, which the source treats as unvoiced.
 import fs from 'node:fs';
 import path from 'node:path';
 import { tarball, unpack } from './fetch-sources.mjs';
@@ -56,7 +58,7 @@ import {
 import { OrderedDict, TorchTensor, writeTorchFile } from './torch/writer.mjs';
 
 // bumped whenever the output for given options changes, so stale cache entries are not reused
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 
 export const KOKORO_CHECKPOINT = 'kokoro-v1_0.pth';
 const VOICES_PACKAGE = { pkg: 'kokoro-js', version: '1.2.1' };
@@ -64,6 +66,7 @@ const VOICE_SHAPE = [510, 1, 256]; // rows by phoneme count, then the style vect
 const DURATION_BIAS = -2.6;
 const DURATION_SHARED_DIRECTION = 1.5; // its weight in each row of duration_proj, against the row's own direction's (1)
 const POST_GAIN_SCALE = 0.05;
+const F0_BIAS = 150; // Hz: a speaking voice's pitch
 
 // The released vocabulary as runs of consecutive ids: [first id, its phonemes in order].
 const VOCAB_RUNS = /** @type {[number, string][]} */ ([
@@ -231,10 +234,11 @@ class StateDict {
    * @param {number} inputs
    * @param {number} outputs
    * @param {number} kernel
+   * @param {import('./test-model-common.mjs').TensorInit} [bias] the bias's values (default: PyTorch's initialisation)
    */
-  conv(name, inputs, outputs, kernel) {
+  conv(name, inputs, outputs, kernel, bias = torchDefault(inputs * kernel)) {
     this.add(`${name}.weight`, [outputs, inputs, kernel], torchDefault(inputs * kernel));
-    this.add(`${name}.bias`, [outputs], torchDefault(inputs * kernel));
+    this.add(`${name}.bias`, [outputs], bias);
   }
   /**
    * A convolution under old-style weight_norm: its bias (if any), then weight_g [shape[0], 1, 1], then weight_v
@@ -385,7 +389,7 @@ function components(config, seed) {
     predictor.adainResBlk1d(`${curve}.1`, hidden, hidden / 2, style, true);
     predictor.adainResBlk1d(`${curve}.2`, hidden / 2, hidden / 2, style);
   }
-  predictor.conv('F0_proj', hidden / 2, 1, 1);
+  predictor.conv('F0_proj', hidden / 2, 1, 1, { fill: F0_BIAS });
   predictor.conv('N_proj', hidden / 2, 1, 1);
 
   const textEncoder = new StateDict('text_encoder', seed);
@@ -433,12 +437,20 @@ function components(config, seed) {
 }
 
 /**
+ * The real voice packs as kokoro-js ships them, `<name>.bin` (raw float32 [510 * 256]), unpacked into `dest`.
+ * @param {string} dest
+ */
+export function unpackVoicePacks(dest) {
+  unpack(tarball(VOICES_PACKAGE), 'voices', dest, 2);
+}
+
+/**
  * Writes voices/<name>.pt for each voice pack of kokoro-js (its tarball fetched into the pack cache on first use).
  * @param {string} dir the model directory
  */
 function writeVoices(dir) {
   const unpacked = path.join(dir, '.voices-bin');
-  unpack(tarball(VOICES_PACKAGE), 'voices', unpacked, 2);
+  unpackVoicePacks(unpacked);
   const voices = path.join(dir, 'voices');
   fs.mkdirSync(voices);
   const names = fs.readdirSync(unpacked).filter((f) => f.endsWith('.bin'));

@@ -36,6 +36,7 @@ export type ErrorCode = keyof typeof ERROR_CODES;
  */
 const REQUEST_FIELDS = {
   model: 'model',
+  'synthesis.text': 'input',
   'synthesis.voice': 'voice',
   'synthesis.speed': 'speed',
   'synthesis.language': 'lang_code',

@@ -7,6 +7,7 @@ import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { shippedVadModel, sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
 import { createGgmlTtsEngine } from './engines/ggml-tts.js';
+import { kokoroEngine } from './engines/kokoro.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { createParakeetEngine } from './engines/parakeet.js';
@@ -73,6 +74,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       createParakeetEngine({ maxBatchSize: config.sttMaxBatchSize }),
       createAudioLmEngine({ maxBatchSize: config.sttMaxBatchSize }),
       createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize }),
+      kokoroEngine,
     ],
     hub,
     logger,

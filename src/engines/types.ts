@@ -232,6 +232,11 @@ export interface TtsModel extends LoadedModel {
   readonly defaultVoice: string;
   /** Other names the model answers to (lower case, e.g. the vendor's voice names), each mapped to one of `voices`. */
   readonly voiceAliases?: Readonly<Record<string, string>>;
+  /**
+   * Voices made of the model's own (Kokoro's weighted mixes, `af_bella+af_sky`): the voice to request for `voice`,
+   * or null when it is not such a combination; throws an ApiError saying what is wrong with a malformed one.
+   */
+  combineVoices?(voice: string): string | null;
   readonly capabilities: {
     /** Takes `reference` (ref_audio, ref_text). */
     cloning: boolean;
@@ -246,6 +251,8 @@ export interface TtsModel extends LoadedModel {
   synthesize(request: SynthesisRequest, options?: SynthesisOptions): Promise<Float32Array>;
   /** Fixed-window batching: several compatible requests in one native call, results in request order. */
   synthesizeBatch?(requests: SynthesisRequest[], signal?: AbortSignal): Promise<Float32Array[]>;
+  /** synthesizeBatch takes requests of any settings together (voice, speed, language), not only equal ones. */
+  readonly mixedBatches?: boolean;
   /** Continuous batching hook; `supportsBatchSession` says which requests it takes. */
   createBatchSession?(maxBatchSize: number): TtsBatchSession;
   supportsBatchSession?(request: SynthesisRequest): boolean;

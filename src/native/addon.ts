@@ -603,6 +603,69 @@ export interface NativeTtsGgmlModel {
   release(): void;
 }
 
+export interface NativeKokoroLoadOptions {
+  /** The PyTorch checkpoint (kokoro-v1_0.pth or one of its layout). */
+  checkpoint: string;
+  /** ALBERT's layer and head counts (config.json `plbert`); default 12 and 12. */
+  bertLayers?: number;
+  bertHeads?: number;
+  /** CPU threads; default every core up to 8. */
+  threads?: number;
+}
+
+/** One piece of speech for Kokoro: its tokens and the voice's style for them. */
+export interface NativeKokoroInput {
+  /** Token ids, with the pad 0 at each end (3 to 512 of them). */
+  ids: Int32Array;
+  /** The voice pack's row for the phoneme count: 256 values. */
+  style: Float32Array;
+  /** 0.25 to 4: durations are divided by it. */
+  speed: number;
+  /** Seeds the harmonic source's noise. */
+  seed: number;
+  /** false: no noise (to match the upstream model's output). */
+  noise: boolean;
+  /** Stages given instead of computed (`decoder_in_F0`, `decoder_in_N`, `generator_har`), for tests. */
+  given?: Record<string, Float32Array>;
+}
+
+export interface NativeKokoroOutput {
+  audio: Float32Array;
+  /** Frames (600 samples) per token. */
+  durations: Int32Array;
+  /** With `stages`: intermediates by the upstream module's name, in PyTorch's memory order. */
+  stages?: Record<string, Float32Array>;
+}
+
+export interface NativeKokoroTimings {
+  calls: number;
+  rows: number;
+  frames: number;
+  textMs: number;
+  prosodyMs: number;
+  sourceMs: number;
+  decoderMs: number;
+  istftMs: number;
+}
+
+/** A phoneme piece: at most 510 phonemes, and the span of the text it speaks (UTF-8 byte offsets). */
+export interface NativeKokoroPiece {
+  phonemes: string;
+  textBegin: number;
+  textEnd: number;
+}
+
+/** Kokoro-82M: one forward pass per batch of inputs, on a worker thread; batches on one model take turns. */
+export interface NativeKokoroModel {
+  info(): { sampleRate: number; vocabSize: number; weightBytes: number };
+  /** Rejects with `invalid_argument` (an input out of range), `synthesis_failed`, `aborted` or `closed`. */
+  synthesize(inputs: NativeKokoroInput[], options?: { stages?: boolean }, abort?: NativeAbortFlag): Promise<NativeKokoroOutput[]>;
+  /** Where synthesis time went since the model loaded (for benchmarks): each stage's graphs and the host's signal work. */
+  timings(): NativeKokoroTimings;
+  /** Drops this object's hold on the weights; a synthesis in flight finishes first. Later calls throw `closed`. */
+  release(): void;
+}
+
 /**
  * A streaming sample-rate converter (libswresample, mono float32), called synchronously on the JS thread: a 100 ms
  * chunk takes microseconds. The filter state carries over between calls, so the concatenated output of process()
@@ -687,6 +750,16 @@ export interface NativeAddon {
    * architecture the engine does not drive, an mmproj without (the right) audio generator.
    */
   TtsGgmlModel: { load(options: NativeTtsGgmlLoadOptions): Promise<NativeTtsGgmlModel> };
+  /** Rejects with `model_load_failed` naming the file and what is missing or mis-shaped in it. */
+  KokoroModel: { load(options: NativeKokoroLoadOptions): Promise<NativeKokoroModel> };
+  /**
+   * Kokoro's phonemes of `text` in `langCode` (a, b, e, f, h, i, p) through espeak-ng, cut into pieces of at most 510
+   * at sentence, then phrase, then word boundaries. Rejects with `invalid_argument` (another language, text that is
+   * not UTF-8, a word too long) or `engine_unavailable` (espeak-ng's data cannot be read).
+   */
+  kokoroPhonemes(text: string, langCode: string): Promise<NativeKokoroPiece[]>;
+  /** A tensor of a PyTorch checkpoint as float32 (`name` "" for a file of one bare tensor, as a voice pack is). */
+  readTorchTensor(path: string, name: string): Promise<{ shape: number[]; data: Float32Array }>;
   /**
    * Decodes a whole file held in memory (WAV, MP3, FLAC, MP4/M4A, ADTS AAC, Ogg, WebM/Matroska, ...). Rejects
    * with `invalid_audio` (not audio, unsupported codec, nothing decodable), `audio_too_long` or `aborted`.

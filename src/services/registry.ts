@@ -89,6 +89,9 @@ const MODEL_FILE = /\.(bin|gguf)$/i;
 const GGUF_FILE = /\.gguf$/i;
 const GGML_FILE = /\.bin$/i;
 const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
+const TORCH_FILE = /\.pth$/i;
+/** What a PyTorch checkpoint needs beside it in its repository (Kokoro's layout): its config and its voice packs. */
+const TORCH_COMPANION = /^(config\.json|voices\/[^/]+\.(pt|bin))$/i;
 
 /**
  * Whether a file's path carries a tag (a quantisation such as `q8_0`) as a whole word, in any case: `f16` is in
@@ -374,12 +377,15 @@ export class ModelRegistry {
     const { hub } = this.options;
     try {
       if (ref.kind === 'hub-file') return { id, path: await hub.downloadFile(ref.repo, ref.file, { signal }), projector: null };
-      const { model, projector } = this.pickRepoFiles(ref.repo, await hub.listFiles(ref.repo, { signal }), ref.quant);
-      return {
+      const { model, projector, companions } = this.pickRepoFiles(ref.repo, await hub.listFiles(ref.repo, { signal }), ref.quant);
+      const resolved = {
         id,
         path: await hub.downloadFile(ref.repo, model, { signal }),
         projector: projector ? await hub.downloadFile(ref.repo, projector, { signal }) : null,
       };
+      // into the same snapshot directory, so the engine finds them beside the model file
+      for (const file of companions) await hub.downloadFile(ref.repo, file, { signal });
+      return resolved;
     } catch (error) {
       const fallback = this.options.fallbacks?.[id];
       if (fallback && error instanceof HubError && (error.kind === 'network' || error.kind === 'offline')) {
@@ -394,13 +400,27 @@ export class ModelRegistry {
    * For `owner/repo[:QUANT]` (docs/models.md, "Model IDs"): the model file carrying the tag (default Q8_0, else any
    * model file), plus a GGUF's mmproj. A GGUF repository holds one model in several quantisations, so the smallest
    * candidate is as good as any; a repository of ggml `.bin` files (whisper.cpp's) holds several models, where the
-   * smallest would be another model than the one meant, so there the candidates must come down to one.
+   * smallest would be another model than the one meant, so there the candidates must come down to one. A repository
+   * of a PyTorch checkpoint (`.pth`: Kokoro's) holds one, and the checkpoint comes with its config.json and voices/.
    */
-  private pickRepoFiles(repo: string, files: HubFile[], quant: string | null): { model: string; projector: string | null } {
+  private pickRepoFiles(repo: string, files: HubFile[], quant: string | null): { model: string; projector: string | null; companions: string[] } {
     const sizeOf = (f: HubFile): number => f.lfs?.size ?? f.size;
     const ggufs = files.filter((f) => GGUF_FILE.test(f.path) && !PROJECTOR_FILE.test(f.path));
     const gguf = ggufs.length > 0;
     const models = gguf ? ggufs : files.filter((f) => GGML_FILE.test(f.path));
+    const checkpoints = files.filter((f) => TORCH_FILE.test(f.path));
+    if (models.length === 0 && checkpoints.length > 0) {
+      if (checkpoints.length > 1) {
+        throw new ApiError(
+          'invalid_model',
+          `repository ${repo} holds several checkpoints; name one: ${checkpoints.map((f) => `${repo}/${f.path}`).join(', ')}`,
+          {
+            param: 'model',
+          },
+        );
+      }
+      return { model: (checkpoints[0] as HubFile).path, projector: null, companions: files.filter((f) => TORCH_COMPANION.test(f.path)).map((f) => f.path) };
+    }
     if (models.length === 0) throw new ApiError('invalid_model', `repository ${repo} holds no model file voxd can load`, { param: 'model' });
     const wanted = quant ?? 'Q8_0';
     const tagged = models.filter((f) => carriesTag(f.path, wanted));
@@ -420,7 +440,7 @@ export class ModelRegistry {
     // an mmproj goes with a GGUF backbone only
     const projectors = gguf ? files.filter((f) => PROJECTOR_FILE.test(f.path)) : [];
     const projector = projectors.find((f) => carriesTag(f.path, wanted)) ?? projectors.sort((a, b) => sizeOf(a) - sizeOf(b))[0];
-    return { model: model.path, projector: projector?.path ?? null };
+    return { model: model.path, projector: projector?.path ?? null, companions: [] };
   }
 
   private async engineFor(filePath: string, id: string): Promise<Engine> {

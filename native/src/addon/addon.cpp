@@ -98,6 +98,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_bind_resampler(env, exports);
     voxd_bind_separator(env, exports);
     voxd_bind_tts_ggml(env, exports);
+    voxd_bind_kokoro(env, exports);
 
     exports.Set("systemInfo", Napi::Function::New<system_info>(env, "systemInfo"));
     exports.Set("setLogLevel", Napi::Function::New<set_log_level>(env, "setLogLevel"));

@@ -163,5 +163,19 @@ void voxd_run_in_background(Napi::Env env, const char * name, std::function<void
 // error naming `where` (the call) otherwise.
 std::optional<int> voxd_integer_option(Napi::Env env, const Napi::Object & options, const char * key, int lo, int hi, const char * where);
 
+// A typed array (Napi::Float32Array, Napi::Int32Array, ...) over `values` without a copy: its ArrayBuffer owns the
+// vector and frees it when collected (an empty one has no data to hand over).
+template <typename Array, typename T> Array voxd_owned_array(Napi::Env env, std::vector<T> && values) {
+    if (values.empty()) {
+        return Array::New(env, 0);
+    }
+    auto owned               = std::make_unique<std::vector<T>>(std::move(values));
+    const size_t n           = owned->size();
+    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+        env, owned->data(), n * sizeof(T), [](Napi::Env, void *, std::vector<T> * v) { delete v; }, owned.get());
+    owned.release(); // now owned by `buffer`
+    return Array::New(env, n, buffer, 0);
+}
+
 // Copies a Float32Array argument (the JS buffer may be reused or collected while the worker runs).
 std::vector<float> voxd_copy_samples(const Napi::Value & value, const char * what);

@@ -27,3 +27,5 @@ void voxd_bind_parakeet(Napi::Env env, Napi::Object exports);
 void voxd_bind_audio_lm(Napi::Env env, Napi::Object exports);
 // JS: `TtsGgmlModel` and the `TtsGgmlBatch` class its sessions are (tts-ggml-binding.cpp).
 void voxd_bind_tts_ggml(Napi::Env env, Napi::Object exports);
+// JS: `KokoroModel` (kokoro-binding.cpp).
+void voxd_bind_kokoro(Napi::Env env, Napi::Object exports);

@@ -50,14 +50,10 @@ static Napi::Value voxd_decode_audio_js(const Napi::CallbackInfo & info) {
     return voxd_async_worker<voxd_decoded_audio>::run(
         env, "voxd.audio.decode", [bytes = std::move(bytes), params, abort]() { return voxd_decode_audio(bytes.data(), bytes.size(), params, abort); },
         [](Napi::Env env, voxd_decoded_audio & audio) -> Napi::Value {
-            // the samples reach JS without a copy: the ArrayBuffer owns the vector and frees it when collected
-            auto owned               = std::make_unique<std::vector<float>>(std::move(audio.samples));
-            const size_t n           = owned->size();
-            Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
-                env, owned->data(), n * sizeof(float), [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
-            owned.release(); // now owned by `buffer`
+            const size_t n = audio.samples.size();
             Napi::Object o = Napi::Object::New(env);
-            o.Set("samples", Napi::Float32Array::New(env, n, buffer, 0));
+            // the samples reach JS without a copy
+            o.Set("samples", voxd_owned_array<Napi::Float32Array>(env, std::move(audio.samples)));
             o.Set("sampleRate", audio.sample_rate);
             o.Set("channels", audio.channels);
             o.Set("duration", (double) n / audio.channels / audio.sample_rate);

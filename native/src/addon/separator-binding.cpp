@@ -55,17 +55,7 @@ static Napi::Value voxd_separate_js(const Napi::CallbackInfo & info) {
         [](Napi::Env env, result_t & result) -> Napi::Value {
             Napi::Array out = Napi::Array::New(env, result.size());
             for (size_t c = 0; c < result.size(); c++) {
-                if (result[c].empty()) {
-                    out.Set((uint32_t) c, Napi::Float32Array::New(env, 0));
-                    continue;
-                }
-                // no copy: the ArrayBuffer owns the vector and frees it when collected
-                auto owned               = std::make_unique<std::vector<float>>(std::move(result[c]));
-                const size_t n           = owned->size();
-                Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
-                    env, owned->data(), n * sizeof(float), [](Napi::Env, void *, std::vector<float> * samples) { delete samples; }, owned.get());
-                owned.release(); // now owned by `buffer`
-                out.Set((uint32_t) c, Napi::Float32Array::New(env, n, buffer, 0));
+                out.Set((uint32_t) c, voxd_owned_array<Napi::Float32Array>(env, std::move(result[c])));
             }
             return out;
         });

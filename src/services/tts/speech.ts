@@ -52,7 +52,7 @@ export interface SynthesisPlan {
   ignored: string[];
 }
 
-/** The model's voice for the request's `voice`: an ID or name of the model's, or a vendor name it maps. */
+/** The model's voice for the request's `voice`: an ID or name of the model's, a vendor name it maps, or a combination of its voices. */
 function resolveVoice(model: TtsModel, voice: string | null): string {
   if (!voice) return model.defaultVoice;
   const wanted = voice.toLowerCase();
@@ -61,6 +61,8 @@ function resolveVoice(model: TtsModel, voice: string | null): string {
   // own keys only: `__proto__` or `constructor` must not find Object.prototype's members
   const alias = model.voiceAliases && Object.hasOwn(model.voiceAliases, wanted) ? model.voiceAliases[wanted] : undefined;
   if (alias) return alias;
+  const combined = model.combineVoices?.(voice);
+  if (combined) return combined;
   const offered = [...model.voices.map((v) => v.id), ...Object.keys(model.voiceAliases ?? {})].join(', ');
   throw new ApiError('invalid_request', `unknown voice '${voice}' for model ${model.id}; voices: ${offered}`, { param: 'voice' });
 }

@@ -99,7 +99,8 @@ export class Synthesizer {
         return this.sessionOf(model).submit(request, signal);
       case 'fixed-window': {
         const batchCall = (model.synthesizeBatch as NonNullable<TtsModel['synthesizeBatch']>).bind(model);
-        return admission.runBatched(request, { key: settingsKey(request), maxSize: maxBatchSize, run: batchCall }, signal);
+        const key = model.mixedBatches ? 'any' : settingsKey(request);
+        return admission.runBatched(request, { key, maxSize: maxBatchSize, run: batchCall }, signal);
       }
       case 'serial':
         return admission.run((jobSignal) => model.synthesize(request, { signal: jobSignal, ...(onAudio ? { onAudio } : {}) }), signal);
@@ -116,7 +117,7 @@ export class Synthesizer {
   }
 }
 
-/** Requests may share a fixed-window batch when everything but their text is equal. */
+/** Requests may share a fixed-window batch when everything but their text is equal (unless the model mixes them). */
 function settingsKey({ text: _text, reference, ...settings }: SynthesisRequest): string {
   // a request that clones a voice gets a batch of its own: two uploads are two voices to an engine
   return reference ? `reference#${uniqueKeys++}` : JSON.stringify(settings);
