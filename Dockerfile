@@ -15,9 +15,10 @@ FROM ${NODE_IMAGE} AS build
 # here). npm ci would install missing ones itself, as root on Debian, but a layer of their own is cached.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        cmake gcc g++ ninja-build make git pkg-config binutils xz-utils bison ca-certificates \
+        cmake gcc g++ ninja-build make git pkg-config binutils xz-utils bison patch autoconf automake libtool ca-certificates \
         libavformat-dev libavcodec-dev libswresample-dev libavutil-dev \
         libpocketsphinx-dev libpocketsphinx3 pocketsphinx-en-us flite1-dev libflite1 \
+        libespeak-ng-dev espeak-ng-data \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .
@@ -37,11 +38,11 @@ RUN --mount=type=cache,target=/root/.npm --mount=type=cache,target=/root/.cache/
 # ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user ----
 FROM ${NODE_IMAGE} AS runtime
 # FFmpeg 5.1's libraries (linked by the addon), and the libraries and data the built-in models open at run time:
-# pocketsphinx (`sphinx`) and flite (`flite`)
+# pocketsphinx (`sphinx`) and flite (`flite`); espeak-ng's data (Kokoro's text frontend; the library is linked in)
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         libavformat59 libavcodec59 libswresample4 libavutil57 \
-        libpocketsphinx3 pocketsphinx-en-us libflite1 \
+        libpocketsphinx3 pocketsphinx-en-us libflite1 espeak-ng-data \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 voxd \
     && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home --shell /usr/sbin/nologin voxd \

@@ -1,7 +1,8 @@
 // The C libraries a platform package links statically (docs/install.md): a minimal FFmpeg with the MP3, Vorbis and
-// Opus encoders it wraps, flite 2.2 with the voices voxd offers, and pocketsphinx 5prealpha with sphinxbase. Each
-// is the upstream source tarball as Debian's archive ships it (the .orig tarball of the Debian source package),
-// pinned by SHA-256 and fetched at build time into the pack cache, never committed. `buildBundledDeps` configures
+// Opus encoders it wraps, flite 2.2 with the voices voxd offers, pocketsphinx 5prealpha with sphinxbase, and
+// espeak-ng 1.51 (Kokoro's text frontend) with the data of Kokoro's languages. Each is the upstream source tarball
+// as Debian's archive ships it (the .orig tarball of the Debian source package; for espeak-ng with Debian's patches
+// too), pinned by SHA-256 and fetched at build time into the pack cache, never committed. `buildBundledDeps` configures
 // and builds each, position-independent and static, into one prefix that CMakeLists.txt takes as
 // VOXD_BUNDLED_DEPS; a stamp per library makes a second run skip what is built already.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -44,10 +45,19 @@ VOXES += cmu_us_kal16 cmu_us_awb cmu_us_rms cmu_us_slt
 // they are redirected at run time, in the static one at compile time
 const FLITE_REDIRECTS = ['rand', 'exit', 'vfprintf'].map((fn) => `-D${fn}=voxd_flite_static_${fn}`);
 
+// espeak-ng's data for Kokoro's languages (native/src/engine/tts/kokoro/phonemizer.cpp names the same voices): the
+// compiled dictionaries and voice files, with the phoneme tables every voice reads; the rest of its 100 languages
+// is left out of the platform package
+const ESPEAK_DICTIONARIES = ['en', 'es', 'fr', 'hi', 'it', 'pt'];
+const ESPEAK_VOICES = ['gmw/en', 'gmw/en-US', 'roa/es', 'roa/fr', 'inc/hi', 'roa/it', 'roa/pt-BR'];
+const ESPEAK_TABLES = ['phontab', 'phonindex', 'phondata', 'intonations'];
+
 /**
  * @typedef {{ name: string, version: string, file: string, pool: string, sha256: string, licence: string,
- *   licenceFiles: string[], options?: unknown, build: (src: string, prefix: string, jobs: number) => void }} BundledDep
- * `options`: what the build takes besides its own code (a change rebuilds it)
+ *   licenceFiles: string[], debianPatches?: { file: string, sha256: string }, options?: unknown,
+ *   build: (src: string, prefix: string, jobs: number) => void }} BundledDep
+ * `debianPatches`: the Debian source package's packaging tarball, whose patches (debian/patches/series) are applied
+ * in order; `options`: what the build takes besides its own code (a change rebuilds it)
  */
 
 /** @type {BundledDep[]} in build order: each may use the ones before it (FFmpeg links LAME, Vorbis and Opus) */
@@ -186,6 +196,36 @@ export const BUNDLED_DEPS = [
       run('make', ['install'], src);
     },
   },
+  {
+    name: 'espeak-ng',
+    version: '1.51',
+    file: 'espeak-ng_1.51+dfsg.orig.tar.gz',
+    pool: 'e/espeak-ng',
+    sha256: '72242d7c06a4d80f5056335977c5be1ff79ff27bb502d4d054be1803ff787fa9',
+    // bookworm's 1.51+dfsg-10+deb12u2, the source builds' libespeak-ng: its fixes of CVE-2023-49990 to 49994 among them
+    debianPatches: { file: 'espeak-ng_1.51+dfsg-10+deb12u2.debian.tar.xz', sha256: '7b8155d1d735ed4eb493945f7bec24895a4f70f96eade430f138bf1af7821210' },
+    licence: 'GPL-3.0-or-later',
+    licenceFiles: ['COPYING', 'COPYING.APACHE', 'COPYING.BSD2', 'COPYING.UCD'],
+    options: [ESPEAK_DICTIONARIES, ESPEAK_VOICES, ESPEAK_TABLES],
+    build: (src, prefix, jobs) => {
+      if (!fs.existsSync(path.join(src, 'configure'))) run('./autogen.sh', [], src);
+      // phonemes only: no audio output, speed-up, MBROLA, Klatt or speechPlayer (C++), no threads of its own
+      const without = ['pcaudiolib', 'sonic', 'async', 'mbrola', 'klatt', 'speechplayer', 'extdict-ru', 'extdict-cmn', 'extdict-yue'];
+      const env = { CFLAGS: '-O2 -fPIC', ...prefixPkgConfig(prefix) };
+      run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...without.map((w) => `--without-${w}`)], src, env);
+      // the library, the program that compiles the data, the phoneme tables and Kokoro's dictionaries (not all 100)
+      run('make', [`-j${jobs}`, 'src/libespeak-ng.la', 'src/espeak-ng'], src, env);
+      run('make', ['espeak-ng-data/phontab', ...ESPEAK_DICTIONARIES], src, env);
+      fs.mkdirSync(path.join(prefix, 'lib'), { recursive: true });
+      fs.copyFileSync(path.join(src, 'src', '.libs', 'libespeak-ng.a'), path.join(prefix, 'lib', 'libespeak-ng.a'));
+      fs.cpSync(path.join(src, 'src', 'include', 'espeak-ng'), path.join(prefix, 'include', 'espeak-ng'), { recursive: true });
+      // where the library looks by default (configure's datadir), so the native tests find it too
+      const data = path.join(prefix, 'share', 'espeak-ng-data');
+      fs.rmSync(data, { recursive: true, force: true });
+      const files = [...ESPEAK_TABLES, ...ESPEAK_DICTIONARIES.map((l) => `${l}_dict`), ...ESPEAK_VOICES.map((v) => path.join('lang', v))];
+      for (const file of files) fs.cpSync(path.join(src, 'espeak-ng-data', file), path.join(data, file));
+    },
+  },
 ];
 
 /**
@@ -240,7 +280,7 @@ function sha256Of(file) {
 
 /**
  * The dependency's tarball in the pack cache, downloaded when missing and checked against its pin.
- * @param {BundledDep} dep
+ * @param {Pick<BundledDep, 'file' | 'pool' | 'sha256'>} dep
  */
 export async function bundledTarball(dep) {
   const file = path.join(PACKS, dep.file);
@@ -267,17 +307,33 @@ export async function bundledTarball(dep) {
 }
 
 /**
+ * Applies the patches of a Debian packaging tarball (its debian/patches/series, in order) to the source in `src`.
+ * @param {{ file: string, sha256: string }} patches
+ * @param {string} pool
+ * @param {string} src
+ */
+async function applyDebianPatches(patches, pool, src) {
+  const tarball = await bundledTarball({ file: patches.file, sha256: patches.sha256, pool });
+  execFileSync('tar', ['xf', tarball, '-C', src]);
+  const dir = path.join(src, 'debian', 'patches');
+  for (const patch of fs.readFileSync(path.join(dir, 'series'), 'utf8').split('\n')) {
+    const name = patch.replace(/#.*/, '').trim();
+    if (name) run('patch', ['-p1', '-i', path.join(dir, name)], src);
+  }
+}
+
+/**
  * What a library's build depends on: its tarball, its recipe and the helpers it calls (whitespace and trailing
  * commas aside, so that reformatting this file rebuilds nothing) and its options.
  * @param {BundledDep} dep
  */
 const stampOf = (dep) => {
-  const recipe = [dep.build, autotools, prefixPkgConfig, run]
+  const recipe = [dep.build, autotools, prefixPkgConfig, run, applyDebianPatches]
     .map(String)
     .join('\n')
     .replace(/\s+/g, '')
     .replace(/,([\])}])/g, '$1');
-  return `${dep.file} ${dep.sha256} ${createHash('sha256')
+  return `${dep.file} ${dep.sha256}${dep.debianPatches ? ` ${dep.debianPatches.sha256}` : ''} ${createHash('sha256')
     .update(recipe)
     .update(JSON.stringify(dep.options ?? null))
     .digest('hex')}`;
@@ -299,6 +355,7 @@ export async function buildBundledDeps({ jobs = Number(process.env.VOXD_BUILD_JO
     fs.rmSync(src, { recursive: true, force: true });
     fs.mkdirSync(src, { recursive: true });
     execFileSync('tar', ['xf', tarball, '-C', src, '--strip-components=1']);
+    if (dep.debianPatches) await applyDebianPatches(dep.debianPatches, dep.pool, src);
     const started = Date.now();
     log(`building ${dep.name} ${dep.version} (static, position-independent) into ${relative(BUNDLED_PREFIX)}`);
     dep.build(src, BUNDLED_PREFIX, jobs);

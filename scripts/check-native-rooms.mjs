@@ -2,7 +2,7 @@
 // Part of `npm run lint`: holds the wall between the native side's two rooms (docs/architecture.md "The native
 // side"). native/src/engine/ is pure engine code: it includes nothing of Node (napi.h, node_api.h, uv.h) and nothing
 // of the addon. native/src/addon/ binds engines to JS: it calls no engine library (whisper.cpp, llama.cpp, libmtmd,
-// ggml, pocketsphinx, flite, FFmpeg) itself, only the engine room's own functions. The build holds the first rule
+// ggml, pocketsphinx, flite, espeak-ng, FFmpeg) itself, only the engine room's own functions. The build holds the first rule
 // too (voxd_engine has no Node include path); this check names the file and the line.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,7 @@ const nativeDir = path.join(root, 'native', 'src');
 
 const nodeHeader = /#\s*include\s*[<"](napi\.h|node_api\.h|node\.h|uv\.h|js_native_api\.h)[>"]/;
 const addonHeader = /#\s*include\s*"(async\.h|bindings\.h|pcm-stream\.h|addon\/[^"]+)"/;
-const engineLibraryCall = /\b(whisper|llama|mtmd|clip|gguf|ggml|ps|cmd_ln|flite|cst|av|avcodec|avformat|avio|swr|swresample)_\w+\s*\(/;
+const engineLibraryCall = /\b(whisper|llama|mtmd|clip|gguf|ggml|ps|cmd_ln|flite|cst|espeak|av|avcodec|avformat|avio|swr|swresample)_\w+\s*\(/;
 
 /** @param {string} dir */
 function sourcesUnder(dir) {

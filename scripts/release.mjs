@@ -2,9 +2,10 @@
 // `npm run release`: the npm packages of a release for this machine's platform (docs/install.md), checked.
 //   1. `npm run prebuild` (unless --reuse-prebuild finds one): the self-contained addon.
 //   2. The platform package in build/release/package: package.json (os, cpu, libc, the CPU it needs), voxd.node, the
-//      pocketsphinx US English model, the licences of what it bundles; then `npm pack` of it and of voxd.
+//      pocketsphinx US English model, espeak-ng's data for Kokoro's languages, the licences of what it bundles; then
+//      `npm pack` of it and of voxd.
 //   3. The check: both tarballs installed into an empty directory inside a mount namespace that hides the compilers,
-//      cmake, make, the system's headers and its FFmpeg, flite and pocketsphinx (`unshare`, as root); there the
+//      cmake, make, the system's headers and its FFmpeg, flite, pocketsphinx and espeak-ng (`unshare`, as root); there the
 //      server starts, transcribes WAV and MP3, speaks in every format and separates, and `ldd` of the installed addon
 //      lists only libc and the C/C++ runtime. --source-install also times the other path: voxd's tarball alone, built from source.
 // Prints the download size and install time of each path.
@@ -30,9 +31,12 @@ const X64_V3_FLAGS = ['avx', 'avx2', 'fma', 'f16c', 'bmi2'];
 
 // What the check hides: the tools of a source build, every system header, and the system's copies of the libraries
 // the platform package bundles. Paths that do not exist here are skipped.
-const HIDDEN_DIRS = ['/usr/include', '/usr/lib/gcc', '/usr/libexec/gcc', '/usr/share/pocketsphinx', '/usr/local/include'];
+const HIDDEN_DIRS = [
+  ...['/usr/include', '/usr/lib/gcc', '/usr/libexec/gcc', '/usr/share/pocketsphinx', '/usr/local/include'],
+  ...['/usr/lib/x86_64-linux-gnu/espeak-ng-data', '/usr/lib/aarch64-linux-gnu/espeak-ng-data', '/usr/share/espeak-ng-data'],
+];
 const HIDDEN_PROGRAMS = ['cc', 'c++', 'gcc', 'g++', 'cpp', 'clang', 'clang++', 'cmake', 'make', 'ninja', 'ld', 'as'];
-const HIDDEN_LIBRARIES = /^lib(avcodec|avformat|avutil|swresample|flite|pocketsphinx|sphinxbase|mp3lame|vorbis|opus|ogg)\b.*\.so/;
+const HIDDEN_LIBRARIES = /^lib(avcodec|avformat|avutil|swresample|flite|pocketsphinx|sphinxbase|mp3lame|vorbis|opus|ogg|espeak-ng|pcaudio|sonic)\b.*\.so/;
 
 const args = new Set(process.argv.slice(2));
 
@@ -75,9 +79,15 @@ function licencesText() {
   ];
   return `# What this package bundles
 
-voxd's native addon (MIT) with these libraries linked in statically, and the pocketsphinx US English model
-(pocketsphinx/en-us, BSD-2-Clause, CMU). Each licence's text is under licences/<name>/. The LGPL libraries (FFmpeg,
-LAME) can be rebuilt and relinked from source: voxd's scripts/bundled-deps.mjs and \`npm run prebuild\` do it.
+voxd's native addon with these libraries linked in statically, the pocketsphinx US English model (pocketsphinx/en-us,
+BSD-2-Clause, CMU) and espeak-ng's data for Kokoro's languages (espeak-ng-data, GPL-3.0-or-later). Each licence's text
+is under licences/<name>/.
+
+voxd's own source is MIT. espeak-ng is GPL-3.0-or-later and is linked into voxd.node, so this package as a whole (the
+addon and everything in it) is distributed under the terms of the GNU General Public License, version 3 or later.
+Its corresponding source is the voxd package of the same version, the source tarballs its scripts/bundled-deps.mjs
+pins (Debian's archive; espeak-ng with Debian's patches) and the engine sources its scripts/sources.mjs names; \`npm
+run prebuild\` rebuilds and relinks the addon from them (the LGPL libraries, FFmpeg and LAME, the same way).
 
 | Library | Licence | Source |
 | ------- | ------- | ------ |
@@ -94,6 +104,7 @@ async function assemblePlatformPackage(prebuild) {
   fs.mkdirSync(PACKAGE_DIR, { recursive: true });
   fs.copyFileSync(prebuild, path.join(PACKAGE_DIR, 'voxd.node'));
   fs.cpSync(path.join(BUNDLED_PREFIX, 'share', 'pocketsphinx', 'model', 'en-us'), path.join(PACKAGE_DIR, 'pocketsphinx', 'en-us'), { recursive: true });
+  fs.cpSync(path.join(BUNDLED_PREFIX, 'share', 'espeak-ng-data'), path.join(PACKAGE_DIR, 'espeak-ng-data'), { recursive: true });
   fs.cpSync(path.join(BUNDLED_PREFIX, 'licences'), path.join(PACKAGE_DIR, 'licences'), { recursive: true });
   fs.writeFileSync(path.join(PACKAGE_DIR, 'LICENSES.md'), licencesText());
   const name = await platformName();
@@ -102,17 +113,17 @@ async function assemblePlatformPackage(prebuild) {
   const manifest = {
     name,
     version: voxd.version,
-    description: `voxd's native addon for ${platform} ${arch}${libc ? ` (${libc === 'gnu' ? 'glibc' : libc})` : ''}, with FFmpeg, flite and pocketsphinx inside`,
+    description: `voxd's native addon for ${platform} ${arch}${libc ? ` (${libc === 'gnu' ? 'glibc' : libc})` : ''}, with FFmpeg, flite, pocketsphinx and espeak-ng inside`,
     license: 'SEE LICENSE IN LICENSES.md',
     os: [platform],
     cpu: [arch],
     ...(libc ? { libc: [libc === 'gnu' ? 'glibc' : libc] } : {}),
-    files: ['voxd.node', 'pocketsphinx', 'licences', 'LICENSES.md'],
+    files: ['voxd.node', 'pocketsphinx', 'espeak-ng-data', 'licences', 'LICENSES.md'],
     // read by src/native/load.ts
     voxd: {
       cpu: x64 ? 'x86-64-v3' : arch,
       requiresCpuFlags: x64 ? X64_V3_FLAGS : [],
-      bundles: `FFmpeg ${BUNDLED_DEPS.find((d) => d.name === 'ffmpeg')?.version}, flite 2.2, pocketsphinx 5prealpha`,
+      bundles: `FFmpeg ${BUNDLED_DEPS.find((d) => d.name === 'ffmpeg')?.version}, flite 2.2, pocketsphinx 5prealpha, espeak-ng ${BUNDLED_DEPS.find((d) => d.name === 'espeak-ng')?.version}`,
     },
   };
   fs.writeFileSync(path.join(PACKAGE_DIR, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
@@ -176,6 +187,7 @@ const MUST_FAIL = {
   'the system flite': 'for f in /usr/lib/*/libflite.so.*; do test -s "$f" && exit 0; done; exit 1',
   'the system pocketsphinx':
     'for f in /usr/lib/*/libpocketsphinx.so.*; do test -s "$f" && exit 0; done; test -e /usr/share/pocketsphinx/model/en-us/en-us/mdef',
+  "the system espeak-ng's data": 'for f in /usr/lib/*/espeak-ng-data/phontab /usr/share/espeak-ng-data/phontab; do test -e "$f" && exit 0; done; exit 1',
 };
 
 /** Throws unless everything of MUST_FAIL is out of reach in the namespace; returns what was checked. */

@@ -88,6 +88,18 @@ export function file(path) {
   return () => (fs.existsSync(path) ? null : `${path} missing`);
 }
 
+/**
+ * A file that a package installs under /usr/lib/<multiarch triplet>/ (data a library reads at run time).
+ * @param {string} relativePath
+ * @returns {Check}
+ */
+export function multiarchFile(relativePath) {
+  return () => {
+    const triplets = fs.existsSync('/usr/lib') ? fs.readdirSync('/usr/lib').filter((dir) => /-linux-gnu/.test(dir)) : [];
+    return triplets.some((dir) => fs.existsSync(`/usr/lib/${dir}/${relativePath}`)) ? null : `/usr/lib/<multiarch>/${relativePath} missing`;
+  };
+}
+
 /** @type {SystemDep[]} the tools of every native build */
 const TOOLCHAIN = [
   { what: 'cmake >= 3.18', check: command(['cmake'], '3.18'), debian: 'cmake' },
@@ -100,14 +112,19 @@ const TOOLCHAIN = [
 
 /**
  * What building a platform package needs (scripts/prebuild.mjs): the toolchain, make and xz for the bundled C
- * libraries' own builds (scripts/bundled-deps.mjs), strip; none of the system's FFmpeg, flite or pocketsphinx.
+ * libraries' own builds (scripts/bundled-deps.mjs), strip; none of the system's FFmpeg, flite, pocketsphinx or espeak-ng.
  * @type {SystemDep[]}
  */
 export const BUNDLED_BUILD_DEPS = [
   ...TOOLCHAIN,
   { what: 'make (the bundled libraries build with it)', check: command(['make']), debian: 'make' },
-  { what: 'xz (unpacks FFmpeg and libogg)', check: command(['xz']), debian: 'xz-utils' },
+  { what: "xz (unpacks FFmpeg, libogg and Debian's espeak-ng patches)", check: command(['xz']), debian: 'xz-utils' },
   { what: "bison (sphinxbase's configure asks for it)", check: command(['bison']), debian: 'bison' },
+  { what: "patch (applies Debian's espeak-ng patches)", check: command(['patch']), debian: 'patch' },
+  // espeak-ng's source tarball comes without its configure script: its autogen.sh makes it
+  { what: 'autoconf (espeak-ng)', check: command(['autoreconf']), debian: 'autoconf' },
+  { what: 'automake (espeak-ng)', check: command(['automake']), debian: 'automake' },
+  { what: 'libtool (espeak-ng)', check: command(['libtoolize']), debian: 'libtool' },
   { what: 'strip', check: command(['strip']), debian: 'binutils' },
 ];
 
@@ -133,6 +150,10 @@ export const SYSTEM_DEPS = [
   // and its voices at run time, and only that model fails without them (hence optional here)
   { what: 'flite headers', check: header('flite/flite.h'), debian: 'flite1-dev' },
   { what: 'libflite.so.1 and its voices (run time, built-in flite model)', check: sharedLibrary('libflite.so.1'), debian: 'libflite1', optional: true },
+  // espeak-ng 1.51, Kokoro's text frontend: its static library and headers are linked in; the addon reads its data
+  // (the phoneme tables and dictionaries) at run time, and only Kokoro fails without it (hence optional here)
+  { what: 'espeak-ng headers and static library', check: header('espeak-ng/speak_lib.h'), debian: 'libespeak-ng-dev' },
+  { what: "espeak-ng's data (run time, Kokoro)", check: multiarchFile('espeak-ng-data/phontab'), debian: 'espeak-ng-data', optional: true },
   { what: 'ccache (faster rebuilds)', check: command(['ccache']), debian: 'ccache', optional: true },
 ];
 

@@ -32,6 +32,11 @@ export interface NativeOrigin {
   file: string;
   /** Data shipped beside the addon: the `sphinx` model's files (a platform package's), else null (the system's). */
   sphinxModelDir: string | null;
+  /**
+   * espeak-ng's data directory, Kokoro's text frontend (a platform package's), else null: the addon's espeak-ng then
+   * reads the directory it was built with (Debian's /usr/lib/<multiarch>/espeak-ng-data, package espeak-ng-data).
+   */
+  espeakDataDir: string | null;
   /** Why the installed platform package was not taken, when it was not. */
   passedOver: string | null;
   /** One line for the log: what was loaded, and why not the platform package when it was passed over. */
@@ -88,7 +93,17 @@ function loadPlatformPackage(require: NodeRequire): { addon: NativeAddon; origin
     const file = path.join(dir, 'voxd.node');
     const addon = require(file) as NativeAddon;
     const summary = `native addon: ${name} ${manifest.version} (prebuilt${manifest.voxd?.cpu ? ` for ${manifest.voxd.cpu}` : ''}${manifest.voxd?.bundles ? `, with ${manifest.voxd.bundles}` : ''})`;
-    return { addon, origin: { kind: 'platform package', file, sphinxModelDir: path.join(dir, 'pocketsphinx', 'en-us'), passedOver: null, summary } };
+    return {
+      addon,
+      origin: {
+        kind: 'platform package',
+        file,
+        sphinxModelDir: path.join(dir, 'pocketsphinx', 'en-us'),
+        espeakDataDir: path.join(dir, 'espeak-ng-data'),
+        passedOver: null,
+        summary,
+      },
+    };
   } catch (error) {
     return { skipped: `${name} did not load (${error instanceof Error ? error.message.split('\n')[0] : String(error)})` };
   }
@@ -111,7 +126,7 @@ function load(): { addon: NativeAddon; origin: NativeOrigin } {
       const file = path.resolve(explicit);
       cached = {
         addon: require(file) as NativeAddon,
-        origin: { kind: 'VOXD_ADDON', file, sphinxModelDir: null, passedOver, summary: `native addon: ${file} (VOXD_ADDON)` },
+        origin: { kind: 'VOXD_ADDON', file, sphinxModelDir: null, espeakDataDir: null, passedOver, summary: `native addon: ${file} (VOXD_ADDON)` },
       };
       return cached;
     }
@@ -124,7 +139,7 @@ function load(): { addon: NativeAddon; origin: NativeOrigin } {
     const gypBuild = require('node-gyp-build') as { (dir: string): NativeAddon; path(dir: string): string };
     const file = gypBuild.path(packageRoot);
     const summary = `native addon: ${path.relative(packageRoot, file)} (built from source${passedOver ? `; ${passedOver}` : ''})`;
-    cached = { addon: require(file) as NativeAddon, origin: { kind: 'source build', file, sphinxModelDir: null, passedOver, summary } };
+    cached = { addon: require(file) as NativeAddon, origin: { kind: 'source build', file, sphinxModelDir: null, espeakDataDir: null, passedOver, summary } };
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new NativeLoadError(

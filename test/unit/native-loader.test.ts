@@ -96,15 +96,17 @@ describe('the native addon loader', { skip }, () => {
     assert.equal(taken.kind, 'source build');
     assert.equal(taken.summary, 'native addon: build/Release/voxd.node (built from source)');
     assert.equal(taken.sphinxModelDir, null, "the system's sphinx model");
+    assert.equal(taken.espeakDataDir, null, "the system's espeak-ng data");
   });
 
-  it('takes the platform package when it suits the CPU and loads, with the sphinx model beside it', () => {
+  it("takes the platform package when it suits the CPU and loads, with the sphinx model and espeak-ng's data beside it", () => {
     sourceBuild('none');
     installPlatformPackage({ cpu: 'x86-64-v3', requiresCpuFlags: [], bundles: 'FFmpeg 5.1.9' });
     const taken = origin();
     assert.equal(taken.kind, 'platform package');
     assert.equal(taken.file, path.join(platformDir, 'voxd.node'));
     assert.equal(taken.sphinxModelDir, path.join(platformDir, 'pocketsphinx', 'en-us'));
+    assert.equal(taken.espeakDataDir, path.join(platformDir, 'espeak-ng-data'));
     assert.equal(taken.summary, `native addon: ${platformPackageName()} ${version} (prebuilt for x86-64-v3, with FFmpeg 5.1.9)`);
   });
 
