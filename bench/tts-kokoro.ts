@@ -103,7 +103,9 @@ console.log(`voxd Kokoro benchmark on ${os.availableParallelism()} cores (${os.c
     if (run.status !== 0) throw new Error(`the PyTorch run failed: ${run.stderr}`);
     const torch = JSON.parse(run.stdout.trim().split('\n').at(-1) as string) as { seconds: number[] };
     const torchMs = median(torch.seconds) * 1000;
-    console.log(`   upstream PyTorch ${torchMs.toFixed(0)} ms (RTF ${(torchMs / 1000 / seconds).toFixed(3)}) -> voxd ${(torchMs / ms).toFixed(2)}x faster (target >= 3x)`);
+    console.log(
+      `   upstream PyTorch ${torchMs.toFixed(0)} ms (RTF ${(torchMs / 1000 / seconds).toFixed(3)}) -> voxd ${(torchMs / ms).toFixed(2)}x faster (target >= 3x)`,
+    );
   }
 }
 

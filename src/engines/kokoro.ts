@@ -22,9 +22,9 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError, apiErrorFromNative, unloadedModelError } from '../errors.js';
+import { ApiError, apiErrorFromNative, unavailableModelError, unloadedModelError } from '../errors.js';
 import type { NativeKokoroInput, NativeKokoroModel } from '../native/addon.js';
-import { loadNative } from '../native/load.js';
+import { loadNative, nativeOrigin } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
 import { readTorchZipPickle } from './torch-zip.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
@@ -262,7 +262,7 @@ class KokoroTtsModel implements TtsModel {
     const language = LANGUAGES[(request.language ?? 'a').toLowerCase()] ?? 'a';
     let pieces;
     try {
-      pieces = await loadNative().kokoroPhonemes(request.text, language);
+      pieces = await loadNative().kokoroPhonemes(request.text, language, nativeOrigin().espeakDataDir ?? '');
     } catch (error) {
       throw clientError(error);
     }
@@ -356,6 +356,12 @@ export const kokoroEngine: Engine<TtsModel> = {
     const config = await readConfig(dir);
     const packs = await readVoicePacks(path.join(dir, VOICES_DIR));
     if (packs.size === 0) throw new Error(`${path.join(dir, VOICES_DIR)} holds no voice pack (<name>.pt or <name>.bin)`);
+    // espeak-ng's data is read now, so that a server without it refuses the model, not each request
+    await loadNative()
+      .kokoroPhonemes('', 'a', nativeOrigin().espeakDataDir ?? '')
+      .catch((error: unknown) => {
+        throw unavailableModelError(resolved.id, error);
+      });
     const native = await loadNative().KokoroModel.load({ checkpoint, bertLayers: config.bertLayers, bertHeads: config.bertHeads });
     return new KokoroTtsModel(resolved.id, native, config, packs);
   },

@@ -754,10 +754,12 @@ export interface NativeAddon {
   KokoroModel: { load(options: NativeKokoroLoadOptions): Promise<NativeKokoroModel> };
   /**
    * Kokoro's phonemes of `text` in `langCode` (a, b, e, f, h, i, p) through espeak-ng, cut into pieces of at most 510
-   * at sentence, then phrase, then word boundaries. Rejects with `invalid_argument` (another language, text that is
-   * not UTF-8, a word too long) or `engine_unavailable` (espeak-ng's data cannot be read).
+   * at sentence, then phrase, then word boundaries. `espeakDataDir`: espeak-ng's data (`nativeOrigin().espeakDataDir`;
+   * "" for the directory it was built with; one per process). Rejects with `invalid_argument` (another language, text
+   * that is not UTF-8, a word too long, a script the language does not read) or `engine_unavailable` (espeak-ng's
+   * data cannot be read).
    */
-  kokoroPhonemes(text: string, langCode: string): Promise<NativeKokoroPiece[]>;
+  kokoroPhonemes(text: string, langCode: string, espeakDataDir: string): Promise<NativeKokoroPiece[]>;
   /** A tensor of a PyTorch checkpoint as float32 (`name` "" for a file of one bare tensor, as a voice pack is). */
   readTorchTensor(path: string, name: string): Promise<{ shape: number[]; data: Float32Array }>;
   /**

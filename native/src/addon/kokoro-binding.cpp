@@ -1,11 +1,13 @@
 // KokoroModel: Kokoro-82M (tts/kokoro/kokoro-model.h) as a JS class, each synthesize() call one batch on a worker
-// thread; and the PyTorch checkpoint reader (common/torch-checkpoint.h) for voice packs.
+// thread; its text frontend (tts/kokoro/phonemizer.h); and the PyTorch checkpoint reader (common/torch-checkpoint.h)
+// for voice packs.
 #include "async.h"
 #include "batched-job.h"
 #include "bindings.h"
 
 #include "common/torch-checkpoint.h"
 #include "tts/kokoro/kokoro-model.h"
+#include "tts/kokoro/phonemizer.h"
 
 #include <cmath>
 
@@ -189,9 +191,36 @@ Napi::Value voxd_read_torch_tensor_js(const Napi::CallbackInfo & info) {
         });
 }
 
+// JS: `kokoroPhonemes(text, langCode, dataDir) -> Promise<{ phonemes, textBegin, textEnd }[]>` (espeak-ng's data
+// in `dataDir`, "" for the directory it was built with).
+Napi::Value voxd_kokoro_phonemes_js(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsString() || !info[1].IsString() || !info[2].IsString()) {
+        throw voxd_make_js_error(env, "invalid_argument", "kokoroPhonemes(text, langCode, dataDir): all three must be strings");
+    }
+    using result_t = std::vector<voxd_kokoro_piece>;
+    return voxd_async_worker<result_t>::run(
+        env, "voxd.kokoro.phonemes",
+        [text = info[0].As<Napi::String>().Utf8Value(), lang = info[1].As<Napi::String>().Utf8Value(), dir = info[2].As<Napi::String>().Utf8Value()]() {
+            return voxd_kokoro_phonemizer(dir).chunks(text, lang);
+        },
+        [](Napi::Env env, result_t & pieces) -> Napi::Value {
+            Napi::Array out = Napi::Array::New(env, pieces.size());
+            for (size_t i = 0; i < pieces.size(); i++) {
+                Napi::Object o = Napi::Object::New(env);
+                o.Set("phonemes", pieces[i].phonemes);
+                o.Set("textBegin", (double) pieces[i].text_begin);
+                o.Set("textEnd", (double) pieces[i].text_end);
+                out.Set((uint32_t) i, o);
+            }
+            return out;
+        });
+}
+
 } // namespace
 
 void voxd_bind_kokoro(Napi::Env env, Napi::Object exports) {
     voxd_export_class(env, exports, "KokoroModel", voxd_kokoro_model_js::define(env));
     exports.Set("readTorchTensor", Napi::Function::New<voxd_read_torch_tensor_js>(env, "readTorchTensor"));
+    exports.Set("kokoroPhonemes", Napi::Function::New<voxd_kokoro_phonemes_js>(env, "kokoroPhonemes"));
 }
