@@ -5,7 +5,8 @@
  * vocabulary, ALBERT's layer and head counts) and `voices/` (voice packs: `<name>.pt` as released, or `<name>.bin`,
  * raw float32 [510 x 256], as the npm package kokoro-js ships them).
  *
- * Text becomes Kokoro's phonemes through espeak-ng (the addon's kokoroPhonemes): `lang_code` a, b, e, f, h, i, p
+ * Text becomes Kokoro's phonemes through espeak-ng (the addon's kokoroPhonemes, in a child process of its own:
+ * phonemizer-process.ts): `lang_code` a, b, e, f, h, i, p
  * (American and British English, Spanish, French, Hindi, Italian, Brazilian Portuguese) and their ISO forms; j and z
  * (Japanese, Mandarin) have voices but no espeak-ng path, so the speech service refuses them as languages the model
  * does not take. A text is cut into pieces of at most 510 phonemes (sentences first); each piece is one forward pass.
@@ -26,6 +27,8 @@ import { ApiError, apiErrorFromNative, unavailableModelError, unloadedModelError
 import type { NativeKokoroInput, NativeKokoroModel } from '../native/addon.js';
 import { loadNative, nativeOrigin } from '../native/load.js';
 import { withCallbackAbort } from '../native/abort.js';
+import { phonemizerProcess } from './phonemizer-process.js';
+import { concatSamples } from './samples.js';
 import { readTorchZipPickle } from './torch-zip.js';
 import type { Engine, ResolvedModel, SynthesisOptions, SynthesisRequest, TtsModel, Voice } from './types.js';
 
@@ -262,7 +265,7 @@ class KokoroTtsModel implements TtsModel {
     const language = LANGUAGES[(request.language ?? 'a').toLowerCase()] ?? 'a';
     let pieces;
     try {
-      pieces = await loadNative().kokoroPhonemes(request.text, language, nativeOrigin().espeakDataDir ?? '');
+      pieces = await phonemizerProcess.phonemes(request.text, language, nativeOrigin().espeakDataDir ?? '');
     } catch (error) {
       throw clientError(error);
     }
@@ -302,7 +305,7 @@ class KokoroTtsModel implements TtsModel {
         onAudio?.(audio);
         spoken.push(audio);
       }
-      return concat(spoken);
+      return concatSamples(spoken);
     });
   }
 
@@ -316,7 +319,7 @@ class KokoroTtsModel implements TtsModel {
       }),
     );
     let next = 0;
-    return perRequest.map((inputs) => concat(outputs.slice(next, (next += inputs.length)).map((o) => o.audio)));
+    return perRequest.map((inputs) => concatSamples(outputs.slice(next, (next += inputs.length)).map((o) => o.audio)));
   }
 
   private loaded(): NativeKokoroModel {
@@ -328,17 +331,6 @@ class KokoroTtsModel implements TtsModel {
     this.native?.release(); // a synthesis in flight keeps the weights until it ends
     this.native = null;
   }
-}
-
-function concat(parts: Float32Array[]): Float32Array {
-  if (parts.length === 1) return parts[0] as Float32Array;
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 export const kokoroEngine: Engine<TtsModel> = {
@@ -357,11 +349,9 @@ export const kokoroEngine: Engine<TtsModel> = {
     const packs = await readVoicePacks(path.join(dir, VOICES_DIR));
     if (packs.size === 0) throw new Error(`${path.join(dir, VOICES_DIR)} holds no voice pack (<name>.pt or <name>.bin)`);
     // espeak-ng's data is read now, so that a server without it refuses the model, not each request
-    await loadNative()
-      .kokoroPhonemes('', 'a', nativeOrigin().espeakDataDir ?? '')
-      .catch((error: unknown) => {
-        throw unavailableModelError(resolved.id, error);
-      });
+    await phonemizerProcess.phonemes('', 'a', nativeOrigin().espeakDataDir ?? '').catch((error: unknown) => {
+      throw unavailableModelError(resolved.id, error);
+    });
     const native = await loadNative().KokoroModel.load({ checkpoint, bertLayers: config.bertLayers, bertHeads: config.bertHeads });
     return new KokoroTtsModel(resolved.id, native, config, packs);
   },

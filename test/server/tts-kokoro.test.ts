@@ -1,8 +1,8 @@
 /**
  * Kokoro over HTTP, with the random-weight test model (scripts/make-kokoro-test-model.mjs, tiny ALBERT, the 54 real
  * voice packs): POST /v1/audio/speech in every format, streamed as one container and as SSE events, batched with the
- * same audio as alone, speed, voice mixes and the vendor's names, the voice list, the clear 400s, the official
- * SDK, and the model fetched from a local hub double by its hub ID. The engine's numbers against upstream's are
+ * same audio as alone, speed, voice mixes and the vendor's names, the voice list, the clear 400s, a crash of the
+ * text frontend's child process, the official SDK, and the model fetched from a local hub double by its hub ID. The engine's numbers against upstream's are
  * test/engines/kokoro-oracle.test.ts's.
  */
 import assert from 'node:assert/strict';
@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { kokoroEngine } from '../../src/engines/kokoro.js';
+import { phonemizerProcess } from '../../src/engines/phonemizer-process.js';
 import { durationOf, pcmOf, post } from '../helpers/ggml-tts.js';
 import { HubDouble } from '../helpers/hub-double.js';
 import { kokoroTestModel, type KokoroModelPaths } from '../helpers/kokoro.js';
@@ -112,6 +113,21 @@ describe('Kokoro over HTTP (random-weight model)', () => {
     await expectEnvelope(await speak({ input: `${'a'.repeat(200)} long`, lang_code: 'a' }), 400, 'invalid_request', 'input');
     await expectEnvelope(await speak({ input: 'Привет, мир.', lang_code: 'a' }), 400, 'invalid_request', 'input');
     assert.equal((await speak({ input: SENTENCE, instructions: 'cheerfully' })).headers.get('x-voxd-ignored'), 'instructions');
+  });
+
+  it("survives its text frontend's crash: that request is a 400, the next one is spoken", async () => {
+    assert.equal((await speak({ input: SENTENCE, response_format: 'pcm' })).status, 200);
+    const pid = phonemizerProcess.pid;
+    assert.ok(pid, 'espeak-ng runs in a child process');
+    // stopped, the child holds the next request; killed, it ends as a crash of espeak-ng would end it
+    process.kill(pid, 'SIGSTOP');
+    const pending = speak({ input: SENTENCE, response_format: 'pcm' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    process.kill(pid, 'SIGKILL');
+    const failed = await pending;
+    await expectEnvelope(failed, 400, 'invalid_request', 'input');
+    assert.equal((await speak({ input: SENTENCE, response_format: 'pcm' })).status, 200, 'a new child speaks');
+    assert.notEqual(phonemizerProcess.pid, pid);
   });
 
   it('speaks to the official SDK, and comes from the hub by its ID with its config and voices', async (t) => {
