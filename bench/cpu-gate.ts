@@ -21,6 +21,7 @@ import { loadNative } from '../src/native/load.js';
 import { mixModels } from '../test/helpers/abort-mix.js';
 import { JFK_WAV } from '../test/helpers/paths.js';
 import { readWavMono } from '../test/helpers/wav.js';
+import { median } from './stats.js';
 
 const { values: flags } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, child: { type: 'boolean', default: false } } });
 const rounds = Number(flags.rounds);
@@ -82,11 +83,6 @@ async function child(): Promise<void> {
   qwen.release();
   const round: Round = { capacity: native.systemInfo().cpuGate.capacity, alone, together };
   console.log(JSON.stringify(round));
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
 }
 
 function runRound(gate: boolean): Round {

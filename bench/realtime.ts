@@ -52,9 +52,10 @@ import WebSocket from 'ws';
 import { resolveConfig } from '../src/config.js';
 import { loadSphinxModel } from '../src/engines/sphinx.js';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { concatSamples } from '../src/services/audio/samples.js';
+import { concatSamples } from '../src/engines/samples.js';
 import { startServer } from '../src/server.js';
 import { readWavMono } from '../test/helpers/wav.js';
+import { median } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -68,11 +69,6 @@ const SESSIONS = [1, 4, 8];
 const cores = os.availableParallelism();
 /** Streams of the engine-alone capacity check: as many as the most sessions. */
 const CAPACITY_STREAMS = Math.max(...SESSIONS);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 

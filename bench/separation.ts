@@ -13,20 +13,16 @@ import { resolveConfig } from '../src/config.js';
 import { loadSeparatorModel } from '../src/engines/separator.js';
 import { decodeAudioChannels } from '../src/services/audio/decode.js';
 import { StreamResampler } from '../src/services/audio/resample.js';
-import { concatSamples } from '../src/services/audio/samples.js';
+import { concatSamples } from '../src/engines/samples.js';
 import { encodeFloatWav } from '../src/services/audio/wav.js';
 import { startServer } from '../src/server.js';
+import { median } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const AUDIO = path.join(root, '..', 'shared', 'audio');
 const RATE = 44100;
 const SECONDS = 30;
 const RUNS = 3;
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
 
 /** `source` repeated to `length` samples. */
 function looped(source: Float32Array, length: number): Float32Array {

@@ -37,6 +37,7 @@ import { loadNative } from '../src/native/load.js';
 import { pcm16, readWavMono, wavBytes } from '../test/helpers/wav.js';
 import { buildTreeTool } from '../test/helpers/build-tree.js';
 import { startLlamaServer, type AudioLmTestModel, type LlamaServer } from '../test/helpers/audio-lm.js';
+import { median, timed } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const speech = path.join(root, '..', 'shared', 'audio', 'speech');
@@ -44,17 +45,6 @@ const JFK_MP3 = path.join(speech, 'jfk.mp3');
 const JFK_WAV = path.join(speech, 'jfk.wav');
 // long Parakeet uploads are cut at the VAD's pauses; the servers here fetch nothing
 const VAD_MODEL = path.join(root, '..', 'shared', 'models', 'silero', 'ggml-silero-v6.2.0.bin');
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
-
-async function timed(fn: () => Promise<unknown> | unknown): Promise<number> {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
-}
 
 async function benchDecoder(runs: number): Promise<void> {
   const data = fs.readFileSync(JFK_MP3);

@@ -32,6 +32,7 @@ import { loadNative } from '../src/native/load.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
 import { buildTreeTool } from '../test/helpers/build-tree.js';
+import { median } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const JFK_WAV = path.join(root, '..', 'shared', 'audio', 'speech', 'jfk.wav');
@@ -56,11 +57,6 @@ interface ModelPaths {
 interface Timing {
   ms: number;
   frames: number;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
 }
 
 function mib(kib: number): string {

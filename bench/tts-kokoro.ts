@@ -23,6 +23,7 @@ import { resolveConfig } from '../src/config.js';
 import type { NativeKokoroInput, NativeKokoroTimings } from '../src/native/addon.js';
 import { loadNative } from '../src/native/load.js';
 import { startServer } from '../src/server.js';
+import { median, timed } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const REFERENCE = path.join(root, '..', 'shared', 'reference', 'kokoro');
@@ -47,17 +48,6 @@ interface KokoroPaths {
   checkpoint: string;
   config: string;
   voices: string;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
 }
 
 function stageLine(before: NativeKokoroTimings, after: NativeKokoroTimings, calls: number): string {

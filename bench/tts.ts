@@ -14,22 +14,12 @@ import { resolveConfig } from '../src/config.js';
 import { AUDIO_FORMATS, encodeAudio } from '../src/services/audio/encode.js';
 import { decodeAudio } from '../src/services/audio/decode.js';
 import { startServer } from '../src/server.js';
+import { median, timed } from './stats.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const JFK_WAV = path.join(root, '..', 'shared', 'audio', 'speech', 'jfk.wav');
 const FIRST = 'The quick brown fox jumps over the lazy dog.';
 const FIVE_SENTENCES = `${FIRST} A second sentence follows the first one. Here is a third sentence with a few more words. The fourth sentence is short. And this is the fifth and final sentence.`;
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
-}
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-'));
 const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});

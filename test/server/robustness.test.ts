@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { toFile } from 'openai';
-import { concatSamples } from '../../src/services/audio/samples.js';
+import { concatSamples } from '../../src/engines/samples.js';
 import { interleavedWavBytes, readWavMono, wavBytes } from '../helpers/wav.js';
 import {
   conflictingContentLength,

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { NativeError } from '../../src/native/addon.js';
 import { pcm16ToFloat, StreamResampler } from '../../src/services/audio/resample.js';
-import { concatSamples } from '../../src/services/audio/samples.js';
+import { concatSamples } from '../../src/engines/samples.js';
 import { JFK_WAV } from '../helpers/paths.js';
 import { readWavMono } from '../helpers/wav.js';
 import { correlation, rms } from '../helpers/signal.js';

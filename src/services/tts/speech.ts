@@ -7,7 +7,7 @@
 import type { SynthesisRequest, TtsModel, Voice } from '../../engines/types.js';
 import { ApiError } from '../../errors.js';
 import { contentTypeOf, createEncoder, encodeAudio, fileExtensionOf, type AudioEncoderStream, type AudioFormat } from '../audio/encode.js';
-import { concatSamples } from '../audio/samples.js';
+import { concatSamples } from '../../engines/samples.js';
 import { callbackStream } from '../callback-stream.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
 import { loadReferenceAudio } from './reference.js';

@@ -1,4 +1,4 @@
-/** Small operations on float sample arrays shared by routes, services and benchmarks. */
+/** Small operations on float sample arrays, shared by engines, services, routes and benchmarks. */
 
 /** The parts one after another (the part itself when there is only one). */
 export function concatSamples(parts: readonly Float32Array[]): Float32Array {
