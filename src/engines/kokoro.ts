@@ -191,8 +191,10 @@ class KokoroTtsModel implements TtsModel {
     private readonly config: KokoroConfig,
     private readonly packs: Map<string, Float32Array>,
   ) {
-    this.voices = [...packs.keys()].map((name) => ({ id: name, name: describeVoice(name) }));
-    this.defaultVoice = packs.has(DEFAULT_VOICE) ? DEFAULT_VOICE : (this.voices[0]?.id ?? DEFAULT_VOICE);
+    this.defaultVoice = packs.has(DEFAULT_VOICE) ? DEFAULT_VOICE : ([...packs.keys()][0] ?? DEFAULT_VOICE);
+    // the default first (clients, the web interface among them, offer the first voice listed), then by name
+    const names = [this.defaultVoice, ...[...packs.keys()].filter((name) => name !== this.defaultVoice)];
+    this.voices = names.filter((name) => packs.has(name)).map((name) => ({ id: name, name: describeVoice(name) }));
     const aliases: Record<string, string> = {};
     for (const [vendor, voice] of Object.entries(VENDOR_VOICES)) aliases[vendor] = packs.has(voice) ? voice : this.defaultVoice;
     for (const vendor of UNMAPPED_VENDOR_VOICES) aliases[vendor] = this.defaultVoice;

@@ -95,6 +95,7 @@ describe('Kokoro over HTTP (random-weight model)', () => {
       data: { id: string; name: string }[];
     };
     assert.equal(list.data.length, 54);
+    assert.equal(list.data[0]?.id, 'af_heart', 'the default voice is listed first');
     assert.deepEqual(
       list.data.find((v) => v.id === 'bf_emma'),
       { id: 'bf_emma', name: 'bf_emma (British English, female)' },
