@@ -236,6 +236,8 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.equal(await error.locator('.error-code').innerText(), 'code: invalid_request');
     assert.equal(await error.getAttribute('role'), 'alert');
     await screenshots(page, 'speak-error');
+    // the page never removes an option it did not render, and a later test counts a model's voices
+    await page.locator('#speak-voice option[value="nobody"]').evaluate((option) => option.remove());
   });
 
   it('transcribes an upload, seeks from a segment and exports txt, srt, vtt and json', async () => {
