@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Locator, type Page } from 'playwright-core';
 import { parakeetTestModel } from '../helpers/parakeet.js';
 import { audioLmTestModel } from '../helpers/audio-lm.js';
+import { kokoroTestModel } from '../helpers/kokoro.js';
 import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
 import { transportUnderTest } from '../helpers/transport.js';
@@ -236,6 +237,8 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.equal(await error.locator('.error-code').innerText(), 'code: invalid_request');
     assert.equal(await error.getAttribute('role'), 'alert');
     await screenshots(page, 'speak-error');
+    // the page never removes an option it did not render, and a later test counts a model's voices
+    await page.locator('#speak-voice option[value="nobody"]').evaluate((option) => option.remove());
   });
 
   it('transcribes an upload, seeks from a segment and exports txt, srt, vtt and json', async () => {
@@ -443,6 +446,48 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
     }
+  });
+
+  it('speaks with a Kokoro model: its voices (af_heart first), no cloning or instructions, streamed and whole', async () => {
+    const { dir } = await kokoroTestModel();
+    const row = await loadInModelsView(page, served.ui, dir);
+    assert.equal(await row.locator('.model-engine').innerText(), 'kokoro');
+
+    await showView(page, /^Speak/);
+    await page.locator('#speak-model').selectOption(dir);
+    const voice = page.locator('#speak-voice');
+    await voice.locator('option[value="am_michael"]').waitFor({ state: 'attached', timeout: WAIT_MS });
+    assert.equal(await voice.locator('option').count(), 54);
+    assert.equal(await voice.inputValue(), 'af_heart', 'its default voice is chosen');
+    assert.equal(await optionText(page, '#speak-voice', 'af_heart'), 'af_heart (American English, female)');
+    const box = async (element: Locator) => (await element.boundingBox())!;
+    assert.ok((await box(voice)).width > (await box(page.locator('#speak-format'))).width, 'voice names get more room than formats');
+
+    const advanced = page.locator('#view-speak details.advanced');
+    await advanced.locator('summary').click();
+    assert.ok(await advanced.locator('input[type=file]').isDisabled(), 'no reference clip to pick');
+    assert.ok(await advanced.getByRole('button', { name: 'Record' }).isDisabled(), 'no reference clip to record');
+    assert.ok(await page.locator('#speak-instructions').isDisabled(), 'no instructions to write');
+    // said without the model's path, which would fill the line
+    assert.match(await advanced.innerText(), /\nThis model cannot clone a voice[\s\S]*\nThis model does not take style instructions/);
+    const [clip, instructions] = [await box(advanced.locator('.field').first()), await box(advanced.locator('.field').last())];
+    assert.ok(instructions.y - (clip.y + clip.height) >= 8, "the instructions field does not touch the reference clip's hint");
+
+    const text = page.locator('#speak-text');
+    for (const stream of [true, false]) {
+      await text.fill(`Kokoro speaks ${stream ? 'streamed' : 'whole'}.`);
+      if (!stream) await page.locator('#speak-stream').uncheck();
+      const [speech] = await Promise.all([page.waitForRequest(/\/v1\/audio\/speech$/), page.getByRole('button', { name: 'Generate' }).click()]);
+      assert.deepEqual(speech.postDataJSON(), { model: dir, input: await text.inputValue(), voice: 'af_heart', response_format: 'mp3', speed: 1, stream });
+      await page
+        .locator('.history li')
+        .first()
+        .filter({ hasText: `Kokoro speaks ${stream ? 'streamed' : 'whole'}` })
+        .waitFor({ timeout: WAIT_MS });
+    }
+    assert.match(await page.locator('.history-meta').first().innerText(), new RegExp(`^${path.basename(dir)} · af_heart · mp3 · `), 'the model by name');
+    await page.locator('#view-speak canvas.waveform').first().waitFor({ timeout: WAIT_MS });
+    await screenshots(page, 'speak-kokoro');
   });
 
   it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {

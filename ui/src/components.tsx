@@ -235,13 +235,21 @@ export function fileStem(...parts: string[]): string {
   return [...parts, stamp].map((part) => part.replace(/[^\w.-]+/g, '_')).join('-');
 }
 
-/**
- * A model as a picker shows it: a local file (its ID is its absolute path) by its name before its folder, since a
- * closed <select> shows only the start of its text; any other ID as it is.
- */
-function modelLabel(id: string): string {
+/** Where a local model's name ends and its folder begins: its ID is its absolute path. */
+function folderEnd(id: string): number {
   const slash = id.lastIndexOf('/');
-  return id.startsWith('/') && slash > 0 ? `${id.slice(slash + 1)} (${id.slice(0, slash)})` : id;
+  return id.startsWith('/') && slash > 0 ? slash : -1;
+}
+
+/** A model by name: a local file or directory by its own name, without its folder; any other ID as it is. */
+export function modelName(id: string): string {
+  return id.slice(folderEnd(id) + 1);
+}
+
+/** A model as a picker shows it: a local one by its name before its folder, since a closed <select> shows only the start of its text. */
+function modelLabel(id: string): string {
+  const slash = folderEnd(id);
+  return slash < 0 ? id : `${modelName(id)} (${id.slice(0, slash)})`;
 }
 
 /** A <select> of model IDs, aliases marked with the model they stand for; the chosen ID in full on hover. */

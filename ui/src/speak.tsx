@@ -1,7 +1,19 @@
 /** Speak: text to speech through POST /v1/audio/speech, streamed into the player while it is synthesised. */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { apiFetch, apiJson, jsonBody, pageConfig, type ModelInfo } from './api';
-import { DownloadLink, ErrorNote, fileStem, formatBytes, formatSeconds, ModelPicker, Player, Status, useModelChoice, useObjectUrl } from './components';
+import {
+  DownloadLink,
+  ErrorNote,
+  fileStem,
+  formatBytes,
+  formatSeconds,
+  ModelPicker,
+  modelName,
+  Player,
+  Status,
+  useModelChoice,
+  useObjectUrl,
+} from './components';
 import { addToHistory, loadHistory, removeFromHistory, type SpeechResult } from './history';
 import { useRecorder } from './media';
 import { modelsFor } from './model-list';
@@ -144,8 +156,9 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
     }
   }
 
-  const cloningReason = limits.cloning ? null : `${model} cannot clone a voice from a reference clip.`;
-  const instructionsReason = limits.instructions ? null : `${model} does not take style instructions.`;
+  // not the model's ID, which for a local model is a path that would fill the line
+  const cloningReason = limits.cloning ? null : 'This model cannot clone a voice from a reference clip.';
+  const instructionsReason = limits.instructions ? null : 'This model does not take style instructions.';
 
   return (
     <section aria-labelledby="speak-title" class="view">
@@ -170,13 +183,19 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
           </span>
         </div>
         <div class="row">
-          <div class="field">
+          <div class="field grow">
             <label for="speak-model">Model</label>
             <ModelPicker id="speak-model" models={ttsModels} value={model} onChange={setModel} />
           </div>
-          <div class="field">
+          <div class="field grow">
             <label for="speak-voice">Voice</label>
-            <select id="speak-voice" value={voice} onChange={(e) => setVoice(e.currentTarget.value)} aria-describedby="speak-voice-error">
+            <select
+              id="speak-voice"
+              value={voice}
+              title={voices.find((v) => v.id === voice)?.name}
+              onChange={(e) => setVoice(e.currentTarget.value)}
+              aria-describedby="speak-voice-error"
+            >
               {voices.map((v) => (
                 <option key={v.id} value={v.id}>
                   {v.name}
@@ -290,8 +309,8 @@ function History({ entries, onReplay, onRemove }: { entries: SpeechResult[]; onR
             <div class="history-text" title={entry.text}>
               {entry.text}
             </div>
-            <div class="history-meta">
-              {entry.model} · {entry.voice || 'default voice'} · {entry.format}
+            <div class="history-meta" title={entry.model}>
+              {modelName(entry.model)} · {entry.voice || 'default voice'} · {entry.format}
               {entry.duration !== null ? ` · ${formatSeconds(entry.duration)}` : ''}
             </div>
             <div class="history-actions">
