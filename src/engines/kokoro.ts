@@ -180,6 +180,8 @@ class KokoroTtsModel implements TtsModel {
   readonly defaultVoice: string;
   readonly voiceAliases: Readonly<Record<string, string>>;
   readonly capabilities = { cloning: false, instructions: false, sampling: false, languages: Object.keys(LANGUAGES) };
+  /** The languages it speaks by their one-letter codes (j and z, which it has voices for but cannot read, left out). */
+  readonly languageNames = Object.fromEntries(Object.entries(VOICE_LANGUAGES).filter(([code]) => code in LANGUAGES));
   /** One forward pass keeps every core busy. */
   readonly concurrency = 1;
   readonly mixedBatches = true;
@@ -194,7 +196,7 @@ class KokoroTtsModel implements TtsModel {
     this.defaultVoice = packs.has(DEFAULT_VOICE) ? DEFAULT_VOICE : ([...packs.keys()][0] ?? DEFAULT_VOICE);
     // the default first (clients, the web interface among them, offer the first voice listed), then by name
     const names = [this.defaultVoice, ...[...packs.keys()].filter((name) => name !== this.defaultVoice)];
-    this.voices = names.filter((name) => packs.has(name)).map((name) => ({ id: name, name: describeVoice(name) }));
+    this.voices = names.filter((name) => packs.has(name)).map((name) => ({ id: name, name: describeVoice(name), language: name[0] as string }));
     const aliases: Record<string, string> = {};
     for (const [vendor, voice] of Object.entries(VENDOR_VOICES)) aliases[vendor] = packs.has(voice) ? voice : this.defaultVoice;
     for (const vendor of UNMAPPED_VENDOR_VOICES) aliases[vendor] = this.defaultVoice;

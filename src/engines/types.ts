@@ -178,6 +178,8 @@ export interface SttModel extends LoadedModel {
 export interface Voice {
   id: string;
   name: string;
+  /** The `lang_code` the voice speaks, where it has one of its own (Kokoro's: its name's first letter). */
+  language?: string;
 }
 
 /** One piece of text to speak (the speech service splits long input at sentence boundaries into several). */
@@ -230,6 +232,11 @@ export interface TtsModel extends LoadedModel {
   readonly sampleRate: number;
   readonly voices: readonly Voice[];
   readonly defaultVoice: string;
+  /**
+   * The `lang_code`s a person chooses between, each with its language's name, where the model speaks several (it
+   * takes their other forms too: `capabilities.languages`).
+   */
+  readonly languageNames?: Readonly<Record<string, string>>;
   /** Other names the model answers to (lower case, e.g. the vendor's voice names), each mapped to one of `voices`. */
   readonly voiceAliases?: Readonly<Record<string, string>>;
   /**

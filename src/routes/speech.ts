@@ -35,9 +35,14 @@ export function mountSpeechRoutes(http: HttpServer, context: RouteContext): void
   http.route('POST', '/v1/audio/speech', (req, reply) => speak(req, reply, context));
   http.route('GET', '/v1/audio/voices', async (req, reply) => {
     const model = req.query.get('model')?.trim() || 'tts-1';
-    const { voices, cloning, instructions } = await context.tts.voices(model, req.signal);
+    const { voices, cloning, instructions, languages } = await context.tts.voices(model, req.signal);
     // capabilities (an extension) lets a client offer only the fields this model honours (the web interface does)
-    reply.json({ object: 'list', model, capabilities: { cloning, instructions }, data: voices.map(({ id, name }) => ({ id, name })) });
+    reply.json({
+      object: 'list',
+      model,
+      capabilities: { cloning, instructions, ...(languages ? { languages } : {}) },
+      data: voices.map(({ id, name, language }) => ({ id, name, ...(language ? { language } : {}) })),
+    });
   });
 }
 

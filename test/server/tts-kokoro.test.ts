@@ -92,13 +92,19 @@ describe('Kokoro over HTTP (random-weight model)', () => {
 
   it('lists its voices, and answers bad input with a clear 400', async () => {
     const list = (await (await fetch(`${server.base}/v1/audio/voices?model=${encodeURIComponent(model.dir)}`)).json()) as {
-      data: { id: string; name: string }[];
+      data: { id: string; name: string; language?: string }[];
+      capabilities: { languages?: { code: string; name: string }[] };
     };
     assert.equal(list.data.length, 54);
     assert.equal(list.data[0]?.id, 'af_heart', 'the default voice is listed first');
     assert.deepEqual(
+      list.capabilities.languages?.map((l) => l.code),
+      ['a', 'b', 'e', 'f', 'h', 'i', 'p'],
+      'the languages it reads, not j and z',
+    );
+    assert.deepEqual(
       list.data.find((v) => v.id === 'bf_emma'),
-      { id: 'bf_emma', name: 'bf_emma (British English, female)' },
+      { id: 'bf_emma', name: 'bf_emma (British English, female)', language: 'b' },
     );
     await expectEnvelope(await speak({ input: SENTENCE, voice: 'nobody' }), 400, 'invalid_request', 'voice');
     await expectEnvelope(await speak({ input: SENTENCE, voice: 'af_bella+' }), 400, 'invalid_request', 'voice');

@@ -448,7 +448,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     }
   });
 
-  it('speaks with a Kokoro model: its voices (af_heart first), no cloning or instructions, streamed and whole', async () => {
+  it('speaks with a Kokoro model: its voices (af_heart first), no cloning or instructions, streamed and whole, its languages', async () => {
     const { dir } = await kokoroTestModel();
     const row = await loadInModelsView(page, served.ui, dir);
     assert.equal(await row.locator('.model-engine').innerText(), 'kokoro');
@@ -478,7 +478,15 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
       await text.fill(`Kokoro speaks ${stream ? 'streamed' : 'whole'}.`);
       if (!stream) await page.locator('#speak-stream').uncheck();
       const [speech] = await Promise.all([page.waitForRequest(/\/v1\/audio\/speech$/), page.getByRole('button', { name: 'Generate' }).click()]);
-      assert.deepEqual(speech.postDataJSON(), { model: dir, input: await text.inputValue(), voice: 'af_heart', response_format: 'mp3', speed: 1, stream });
+      assert.deepEqual(speech.postDataJSON(), {
+        model: dir,
+        input: await text.inputValue(),
+        voice: 'af_heart',
+        response_format: 'mp3',
+        speed: 1,
+        stream,
+        lang_code: 'a',
+      });
       await page
         .locator('.history li')
         .first()
@@ -486,6 +494,17 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
         .waitFor({ timeout: WAIT_MS });
     }
     assert.match(await page.locator('.history-meta').first().innerText(), new RegExp(`^${path.basename(dir)} · af_heart · mp3 · `), 'the model by name');
+    // its languages, the voice's own chosen with it: a Spanish voice reads Spanish
+    const language = page.locator('#speak-language');
+    assert.equal(await language.locator('option').count(), 7);
+    assert.equal(await language.inputValue(), 'a');
+    await voice.selectOption('ef_dora');
+    assert.equal(await language.inputValue(), 'e');
+    await text.fill('Hola.');
+    const [spanish] = await Promise.all([page.waitForRequest(/\/v1\/audio\/speech$/), page.getByRole('button', { name: 'Generate' }).click()]);
+    assert.equal(spanish.postDataJSON().lang_code, 'e');
+    await page.locator('.history li').first().filter({ hasText: 'Hola.' }).waitFor({ timeout: WAIT_MS });
+    await voice.selectOption('af_heart');
     await page.locator('#view-speak canvas.waveform').first().waitFor({ timeout: WAIT_MS });
     await screenshots(page, 'speak-kokoro');
   });

@@ -28,14 +28,24 @@ const canStream = typeof MediaSource !== 'undefined' && MediaSource.isTypeSuppor
 interface Voice {
   id: string;
   name: string;
+  /** The `lang_code` the voice speaks, where it has one of its own (Kokoro's voices). */
+  language?: string;
 }
 
 /** What GET /v1/audio/voices says the model honours; until it answers, every control is offered. */
 interface Capabilities {
   cloning: boolean;
   instructions: boolean;
+  /** The languages to choose between (`lang_code`), where the model speaks several. */
+  languages?: { code: string; name: string }[];
 }
 const EVERY_CAPABILITY: Capabilities = { cloning: true, instructions: true };
+
+/** The voice's own language where the model offers it, else the model's first language ('' where it offers none). */
+function languageOf(voice: Voice | undefined, languages: Capabilities['languages']): string {
+  if (!languages) return '';
+  return languages.find((l) => l.code === voice?.language)?.code ?? languages[0]?.code ?? '';
+}
 
 /** `apiOnline`: the API answers as ready; the voices are asked again each time it comes back. */
 export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnline: boolean }) {
@@ -43,6 +53,8 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
   const [model, setModel] = useModelChoice(ttsModels, 'tts-1');
   const [voices, setVoices] = useState<Voice[]>([]);
   const [voice, setVoice] = useState('');
+  // the request's lang_code where the model offers languages ('' sends none: the server's default)
+  const [language, setLanguage] = useState('');
   const [voicesError, setVoicesError] = useState<unknown>(null);
   const [limits, setLimits] = useState<Capabilities>(EVERY_CAPABILITY);
   const [text, setText] = useState('Hello from voxd. This speech was synthesised on your own machine.');
@@ -80,7 +92,16 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
         if (!current) return;
         setVoices(answer.data);
         setLimits(answer.capabilities ?? EVERY_CAPABILITY);
-        setVoice((chosen) => (answer.data.some((v) => v.id === chosen) ? chosen : (answer.data[0]?.id ?? '')));
+        setVoice((chosen) => {
+          const next = answer.data.some((v) => v.id === chosen) ? chosen : (answer.data[0]?.id ?? '');
+          setLanguage(
+            languageOf(
+              answer.data.find((v) => v.id === next),
+              answer.capabilities?.languages,
+            ),
+          );
+          return next;
+        });
       },
       (failure: unknown) => current && (setVoices([]), setVoice(''), setVoicesError(failure)),
     );
@@ -90,6 +111,16 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
   }, [model, apiOnline]);
 
   useEffect(() => () => abort.current?.abort(), []);
+
+  /** A voice chosen: the language becomes the voice's own, where it has one the model offers. */
+  function chooseVoice(id: string): void {
+    setVoice(id);
+    const own = languageOf(
+      voices.find((v) => v.id === id),
+      limits.languages,
+    );
+    if (own) setLanguage(own);
+  }
 
   const canGenerate = !busy && model !== '' && voice !== '' && !tooLong && text.trim() !== '';
 
@@ -108,6 +139,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
     try {
       const body: Record<string, unknown> = { model, input: text, voice, response_format: format, speed, stream: streaming };
       if (limits.instructions && instructions.trim()) body.instructions = instructions.trim();
+      if (limits.languages && language) body.lang_code = language;
       if (limits.cloning && reference) body.ref_audio = await dataUrl(reference);
       const response = await apiFetch('/v1/audio/speech', { ...jsonBody(body), signal: controller.signal });
       const ignored = response.headers.get('x-voxd-ignored');
@@ -193,7 +225,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
               id="speak-voice"
               value={voice}
               title={voices.find((v) => v.id === voice)?.name}
-              onChange={(e) => setVoice(e.currentTarget.value)}
+              onChange={(e) => chooseVoice(e.currentTarget.value)}
               aria-describedby="speak-voice-error"
             >
               {voices.map((v) => (
@@ -203,6 +235,18 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
               ))}
             </select>
           </div>
+          {limits.languages && limits.languages.length > 1 && (
+            <div class="field">
+              <label for="speak-language">Language</label>
+              <select id="speak-language" value={language} onChange={(e) => setLanguage(e.currentTarget.value)}>
+                {limits.languages.map((l) => (
+                  <option key={l.code} value={l.code}>
+                    {l.name}
+                  </option>
+                ))}
+              </select>
+            </div>
+          )}
           <div class="field">
             <label for="speak-format">Format</label>
             <select id="speak-format" value={format} onChange={(e) => setFormat(e.currentTarget.value as Format)}>

@@ -104,11 +104,19 @@ export interface SpeechServiceOptions {
 export class SpeechService {
   constructor(private readonly options: SpeechServiceOptions) {}
 
-  /** The voices of a TTS model, and what it can do beyond them (cloning, instructions). `signal`: the client's (see `acquire`). */
-  async voices(modelId: string, signal: AbortSignal): Promise<{ voices: readonly Voice[]; cloning: boolean; instructions: boolean }> {
+  /**
+   * The voices of a TTS model, and what it can do beyond them (cloning, instructions, the languages to choose from).
+   * `signal`: the client's (see `acquire`).
+   */
+  async voices(
+    modelId: string,
+    signal: AbortSignal,
+  ): Promise<{ voices: readonly Voice[]; cloning: boolean; instructions: boolean; languages: { code: string; name: string }[] | null }> {
     using lease = await this.options.registry.acquire<TtsModel>(modelId, 'tts', signal);
     const { cloning, instructions } = lease.model.capabilities;
-    return { voices: lease.model.voices, cloning, instructions };
+    const names = lease.model.languageNames;
+    const languages = names ? Object.entries(names).map(([code, name]) => ({ code, name })) : null;
+    return { voices: lease.model.voices, cloning, instructions, languages };
   }
 
   /**
