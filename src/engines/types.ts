@@ -1,10 +1,10 @@
 /**
  * The interface every engine implements. An engine turns a model file (or a built-in) into a loaded model; the
  * model registry owns loaded models and the scheduler runs their work. Each task's model (`SttModel`, `TtsModel`,
- * `VadModel`, `SeparatorModel`) extends `LoadedModel` with its own methods and declares its `capabilities`, which
+ * `VadModel`, `SeparatorModel`, `DiarizerModel`) extends `LoadedModel` with its own methods and declares its `capabilities`, which
  * the task's service checks requests against (engines do not check them again).
  */
-export type ModelTask = 'stt' | 'tts' | 'vad' | 'separation';
+export type ModelTask = 'stt' | 'tts' | 'vad' | 'separation' | 'diarization';
 
 /** A model the registry has located on disk (after any download), ready to hand to an engine. */
 export interface ResolvedModel {
@@ -291,4 +291,37 @@ export interface SeparatorModel extends LoadedModel {
    * grows with the input's length, not its square). The caller derives the residual as input − target.
    */
   separate(audio: PcmAudio, target: SeparationTarget, signal?: AbortSignal): Promise<Float32Array[]>;
+}
+
+/** One speaker's stretch of speech, seconds; speakers are numbered from 0 in the order they first speak. */
+export interface SpeakerTurn {
+  start: number;
+  end: number;
+  speaker: number;
+}
+
+export interface DiarizeOptions {
+  /** Bounds on the number of speakers found (the count is chosen automatically between them). */
+  minSpeakers?: number;
+  maxSpeakers?: number;
+  /** Clips of known speakers (mono at the model's rate), each matched to the speaker it sounds like. */
+  references?: Float32Array[];
+  signal?: AbortSignal;
+}
+
+export interface Diarization {
+  /** Sorted by start, not overlapping; only speech is covered. */
+  turns: SpeakerTurn[];
+  /** Speakers found: every turn's `speaker` is below it. */
+  speakers: number;
+  /** For each of `DiarizeOptions.references`, the speaker it was matched to, or null when it matches none. */
+  references: (number | null)[];
+}
+
+/** Who spoke when (response_format=diarized_json and `diarize=true`; docs/models.md, "Speaker diarization"). */
+export interface DiarizerModel extends LoadedModel {
+  readonly task: 'diarization';
+  readonly sampleRate: 16000;
+  /** `speech`: where the VAD heard speech in `samples`; turns are found within it. */
+  diarize(samples: Float32Array, speech: SpeechSegment[], options?: DiarizeOptions): Promise<Diarization>;
 }
