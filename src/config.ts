@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
+import { DIARIZER_MODEL_ID } from './engines/diarizer.js';
 import { DEFAULT_DOWNLOAD_TIMEOUT_S } from './services/hub.js';
 
 export const DEFAULT_VAD_MODEL = 'ggml-org/whisper-vad/ggml-silero-v6.2.0.bin';
@@ -49,6 +50,7 @@ export const configSchema = z.object({
   realtimeModel: z.string().min(1).nullable().default(null),
   realtimeTranscriptionDelayMs: nonNegativeInt.nullable().default(null),
   vadModel: z.string().min(1).default(DEFAULT_VAD_MODEL),
+  diarizationModel: z.string().min(1).default(DIARIZER_MODEL_ID),
   ttsMaxBatchSize: positiveInt.max(256).default(8),
   sttMaxBatchSize: positiveInt.max(256).default(8),
   sttModel: z.string().min(1).nullable().default(DEFAULT_STT_MODEL),
@@ -170,6 +172,12 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     help: 'latency/quality knob for models that declare it',
   },
   vadModel: { flag: '--vad-model', value: 'id', env: 'VOXD_VAD_MODEL', help: 'VAD model for `server_vad` turn detection' },
+  diarizationModel: {
+    flag: '--diarization-model',
+    value: 'id',
+    env: 'VOXD_DIARIZATION_MODEL',
+    help: 'speaker diarization model for `diarized_json`, `diarize=true` and `gpt-4o-transcribe-diarize` (the built-in `mfcc-bic`)',
+  },
   ttsMaxBatchSize: { flag: '--tts-max-batch-size', value: 'n', env: 'VOXD_TTS_MAX_BATCH_SIZE', help: 'maximum TTS requests per continuous batch (1 to 256)' },
   sttMaxBatchSize: {
     flag: '--stt-max-batch-size',

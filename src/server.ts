@@ -8,6 +8,7 @@ import { shippedVadModel, sileroVadEngine } from './engines/silero-vad.js';
 import { FLITE_ENGINE, FLITE_MODEL_ID, loadFliteModel } from './engines/flite.js';
 import { createGgmlTtsEngine } from './engines/ggml-tts.js';
 import { kokoroEngine } from './engines/kokoro.js';
+import { DIARIZER_ENGINE, DIARIZER_MODEL_ID, loadDiarizerModel } from './engines/diarizer.js';
 import { loadSeparatorModel, SEPARATOR_ENGINE, SEPARATOR_MODEL_ID } from './engines/separator.js';
 import { loadSphinxModel, SPHINX_ENGINE, SPHINX_MODEL_ID } from './engines/sphinx.js';
 import { createParakeetEngine } from './engines/parakeet.js';
@@ -88,6 +89,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) },
       [FLITE_MODEL_ID]: { task: 'tts', engine: FLITE_ENGINE, load: (id) => loadFliteModel(id) },
       [SEPARATOR_MODEL_ID]: { task: 'separation', engine: SEPARATOR_ENGINE, load: (id) => loadSeparatorModel(id) },
+      [DIARIZER_MODEL_ID]: { task: 'diarization', engine: DIARIZER_ENGINE, load: (id) => loadDiarizerModel(id) },
     },
   });
   const scheduler = new Scheduler({ maxQueue: config.maxQueue, concurrency: config.modelConcurrency, metrics, jobTimeoutMs: config.jobTimeoutS * 1000 });
@@ -96,6 +98,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     scheduler,
     metrics,
     vadModel: config.vadModel,
+    diarizationModel: config.diarizationModel,
     maxAudioSeconds: config.maxAudioSeconds,
     liveDelayMs: config.realtimeTranscriptionDelayMs,
   });

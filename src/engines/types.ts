@@ -82,6 +82,8 @@ export interface TranscriptionSegment {
   noSpeechProb: number;
   /** Present when word timestamps were asked for. */
   words?: TranscriptionWord[];
+  /** Who says it, when the request asked for speakers: set by the STT service (engines never set it). */
+  speaker?: string;
 }
 
 export interface TranscriptionWord {

@@ -28,6 +28,11 @@ export interface MultipartLimits {
   /** Largest non-file field value in bytes (default 64 KiB); a larger one gets 413. */
   maxFieldBytes?: number;
   /**
+   * Fields allowed past `maxFieldBytes` (audio as data URLs): by name (`key` of `key[]`), each up to `maxBytes`,
+   * at most `maxCount` of them in all (400 past it).
+   */
+  largeFields?: { names: readonly string[]; maxBytes: number; maxCount: number };
+  /**
    * Asked before the body is read, with its declared length (a body sent without one: with each chunk's bytes as
    * they arrive); what it throws refuses the body, which is then read and dropped (RequestBody.read).
    */
@@ -51,13 +56,15 @@ export async function parseMultipart(contentType: string | undefined, body: Mult
   if (!contentType || !/^multipart\/form-data\s*(;|$)/i.test(contentType)) {
     throw new ApiError('unsupported_media_type', `Expected multipart/form-data, got ${contentType || 'no content type'}`);
   }
-  const { maxFileBytes, maxFiles = 1, maxFields = 100, maxFieldBytes = 64 * 1024 } = limits;
+  const { maxFileBytes, maxFiles = 1, maxFields = 100, maxFieldBytes = 64 * 1024, largeFields } = limits;
+  const large = largeFields ?? { names: [], maxBytes: 0, maxCount: 0 };
+  let largeCount = 0;
   let parser: busboy.Busboy;
   try {
     parser = busboy({
       headers: { 'content-type': contentType },
       defParamCharset: 'utf8',
-      limits: { fileSize: maxFileBytes, files: maxFiles, fields: maxFields, fieldSize: maxFieldBytes },
+      limits: { fileSize: maxFileBytes, files: maxFiles, fields: maxFields, fieldSize: Math.max(maxFieldBytes, large.maxBytes) },
     });
   } catch (error) {
     throw malformed(error);
@@ -70,9 +77,14 @@ export async function parseMultipart(contentType: string | undefined, body: Mult
     failure ??= error;
   };
   parser.on('field', (name, value, info) => {
+    const isLarge = large.names.includes(BRACKETED_NAME.exec(name)?.[1] ?? name);
+    const limit = isLarge ? large.maxBytes : maxFieldBytes;
     if (info.nameTruncated) fail(new ApiError('invalid_request', `Field name '${name}…' is too long`));
-    else if (info.valueTruncated) fail(new ApiError('payload_too_large', `Field '${name}' exceeds the limit of ${maxFieldBytes} bytes`, { param: name }));
-    else addField(form.fields, name, value, fail);
+    else if (info.valueTruncated || Buffer.byteLength(value) > limit) {
+      fail(new ApiError('payload_too_large', `Field '${name}' exceeds the limit of ${limit} bytes`, { param: name }));
+    } else if (isLarge && ++largeCount > large.maxCount) {
+      fail(new ApiError('invalid_request', `Too many '${name}' fields (at most ${large.maxCount})`, { param: name }));
+    } else addField(form.fields, name, value, fail);
   });
   parser.on('file', (name, stream, info) => {
     const bytes = new FileBytes(body.declaredLength);
@@ -101,7 +113,7 @@ export async function parseMultipart(contentType: string | undefined, body: Mult
   });
 
   try {
-    const bodyLimit = maxFiles * maxFileBytes + maxFields * maxFieldBytes + FRAMING_ALLOWANCE_BYTES;
+    const bodyLimit = maxFiles * maxFileBytes + maxFields * maxFieldBytes + large.maxCount * large.maxBytes + FRAMING_ALLOWANCE_BYTES;
     for await (const chunk of body.read(bodyLimit, limits.admit)) {
       if (!parser.write(chunk)) await Promise.race([new Promise((resolve) => parser.once('drain', resolve)), settled]);
       if (failure) break;

@@ -691,6 +691,13 @@ export interface NativeSeparateOptions {
   method: NativeSeparationMethod;
 }
 
+/** The built-in diarizer's answer: `turns` holds (start s, end s, speaker) triples; `references` -1 for no match. */
+export interface NativeDiarization {
+  turns: Float64Array;
+  speakers: number;
+  references: Int32Array;
+}
+
 export interface NativeSystemInfo {
   version: string;
   ggmlVersion: string;
@@ -774,6 +781,18 @@ export interface NativeAddon {
    * channels of the same length. Rejects with `invalid_argument` or `aborted`.
    */
   separate(channels: Float32Array[], options: NativeSeparateOptions, abort?: NativeAbortFlag): Promise<Float32Array[]>;
+  /**
+   * Who spoke when in 16 kHz mono `samples`, within `speech` (start, end pairs in seconds, sorted), on a worker
+   * thread; each of `references` (16 kHz clips of known speakers) is matched to at most one speaker. Rejects with
+   * `invalid_argument` (speaker counts outside 1..16, unsorted speech) or `aborted`.
+   */
+  diarize(
+    samples: Float32Array,
+    speech: Float64Array,
+    references: Float32Array[],
+    options: { minSpeakers?: number; maxSpeakers?: number },
+    abort?: NativeAbortFlag,
+  ): Promise<NativeDiarization>;
   /** Throws `invalid_argument` unless both rates are integers from 1000 to 384000 (Hz). */
   Resampler: new (options: { inputRate: number; outputRate: number }) => NativeResampler;
   systemInfo(): NativeSystemInfo;

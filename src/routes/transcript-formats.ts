@@ -5,7 +5,7 @@
 import type { TranscriptionResult, TranscriptionSegment } from '../engines/types.js';
 import { languageName } from '../languages.js';
 
-export const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json', 'ndjson'] as const;
+export const TRANSCRIPT_FORMATS = ['json', 'text', 'srt', 'vtt', 'verbose_json', 'diarized_json', 'ndjson'] as const;
 export type TranscriptFormat = (typeof TRANSCRIPT_FORMATS)[number];
 
 export interface RenderOptions {
@@ -23,7 +23,7 @@ export function transcriptUsage(result: TranscriptionResult): { type: 'duration'
   return { type: 'duration', seconds: Math.ceil(result.duration) };
 }
 
-/** The vendor's ten verbose_json segment fields. */
+/** The vendor's ten verbose_json segment fields, and the speaker when speakers were asked for. */
 function vendorSegment(segment: TranscriptionSegment): Record<string, unknown> {
   return {
     id: segment.id,
@@ -36,7 +36,33 @@ function vendorSegment(segment: TranscriptionSegment): Record<string, unknown> {
     avg_logprob: segment.avgLogprob,
     compression_ratio: segment.compressionRatio,
     no_speech_prob: segment.noSpeechProb,
+    ...withSpeaker(segment),
   };
+}
+
+function withSpeaker(segment: TranscriptionSegment): { speaker?: string } {
+  return segment.speaker === undefined ? {} : { speaker: segment.speaker };
+}
+
+/** A segment of diarized_json, and of the vendor's stream event of the same name. */
+export function diarizedSegment(segment: TranscriptionSegment): Record<string, unknown> {
+  return {
+    type: 'transcript.text.segment',
+    id: `seg_${segment.id}`,
+    start: segment.start,
+    end: segment.end,
+    text: segment.text,
+    speaker: segment.speaker,
+  };
+}
+
+/** A cue's text: the speaker as a WebVTT voice (`<v A>`) or an SRT prefix (`A: `). */
+function cueText(segment: TranscriptionSegment, format: 'srt' | 'vtt'): string {
+  const text = segment.text.trim();
+  if (segment.speaker === undefined) return text;
+  return format === 'vtt'
+    ? `<v ${segment.speaker.replace(/[&<>]/g, (c) => `&${{ '&': 'amp', '<': 'lt', '>': 'gt' }[c]};`)}>${text}`
+    : `${segment.speaker}: ${text}`;
 }
 
 function timestamp(seconds: number, decimalMark: ',' | '.'): string {
@@ -47,7 +73,7 @@ function timestamp(seconds: number, decimalMark: ',' | '.'): string {
 
 /** A segment as one NDJSON line holds it, streamed or whole (docs/api.md). */
 export function segmentRecord(segment: TranscriptionSegment, language: string): object {
-  return { text: segment.text, start: segment.start, end: segment.end, is_final: true, language };
+  return { text: segment.text, start: segment.start, end: segment.end, ...withSpeaker(segment), is_final: true, language };
 }
 
 export function renderTranscript(format: TranscriptFormat, result: TranscriptionResult, options: RenderOptions): { body: string; contentType: string } {
@@ -62,12 +88,12 @@ export function renderTranscript(format: TranscriptFormat, result: Transcription
       return { body: result.text + '\n', contentType: PLAIN_TEXT };
     case 'srt':
       return {
-        body: result.segments.map((s, i) => `${i + 1}\n${timestamp(s.start, ',')} --> ${timestamp(s.end, ',')}\n${s.text.trim()}\n`).join('\n'),
+        body: result.segments.map((s, i) => `${i + 1}\n${timestamp(s.start, ',')} --> ${timestamp(s.end, ',')}\n${cueText(s, 'srt')}\n`).join('\n'),
         contentType: PLAIN_TEXT,
       };
     case 'vtt':
       return {
-        body: 'WEBVTT\n\n' + result.segments.map((s) => `${timestamp(s.start, '.')} --> ${timestamp(s.end, '.')}\n${s.text.trim()}\n`).join('\n'),
+        body: 'WEBVTT\n\n' + result.segments.map((s) => `${timestamp(s.start, '.')} --> ${timestamp(s.end, '.')}\n${cueText(s, 'vtt')}\n`).join('\n'),
         contentType: PLAIN_TEXT,
       };
     case 'verbose_json': {
@@ -75,6 +101,16 @@ export function renderTranscript(format: TranscriptFormat, result: Transcription
       if (options.segments) body.segments = result.segments.map(vendorSegment);
       if (options.words) body.words = result.segments.flatMap((s) => s.words ?? []);
       body.usage = transcriptUsage(result);
+      return { body: JSON.stringify(body), contentType: 'application/json' };
+    }
+    case 'diarized_json': {
+      const body = {
+        task: options.task,
+        duration: result.duration,
+        text: result.text,
+        segments: result.segments.map(diarizedSegment),
+        usage: transcriptUsage(result),
+      };
       return { body: JSON.stringify(body), contentType: 'application/json' };
     }
     case 'ndjson':

@@ -14,7 +14,9 @@ import { normaliseModelId, parseModelId, type ModelRef } from './model-id.js';
 import { Gauge } from './metrics.js';
 import { SharedWork } from './shared-work.js';
 
-export const STT_ALIASES = ['whisper-1', 'gpt-4o-transcribe', 'gpt-4o-mini-transcribe'] as const;
+/** The vendor's diarizing transcription model: --stt-model, with speakers (docs/api.md, "Diarized transcripts"). */
+export const DIARIZING_ALIAS = 'gpt-4o-transcribe-diarize';
+export const STT_ALIASES = ['whisper-1', 'gpt-4o-transcribe', 'gpt-4o-mini-transcribe', DIARIZING_ALIAS] as const;
 export const TTS_ALIASES = ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'] as const;
 
 /** An entry of GET /v1/models. */

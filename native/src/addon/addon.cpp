@@ -97,6 +97,7 @@ static Napi::Object voxd_init(Napi::Env env, Napi::Object exports) {
     voxd_bind_flite(env, exports);
     voxd_bind_resampler(env, exports);
     voxd_bind_separator(env, exports);
+    voxd_bind_diarizer(env, exports);
     voxd_bind_tts_ggml(env, exports);
     voxd_bind_kokoro(env, exports);
 

@@ -13,6 +13,9 @@ void voxd_bind_encoder(Napi::Env env, Napi::Object exports);
 void voxd_bind_resampler(Napi::Env env, Napi::Object exports);
 // JS: `separate(channels: Float32Array[], { sampleRate, method }, abort?) -> Promise<Float32Array[]>`.
 void voxd_bind_separator(Napi::Env env, Napi::Object exports);
+// JS: `diarize(samples: Float32Array, speech: Float64Array, references: Float32Array[], { minSpeakers?, maxSpeakers? },
+// abort?) -> Promise<{ turns: Float64Array (start, end, speaker triples), speakers, references: Int32Array }>`.
+void voxd_bind_diarizer(Napi::Env env, Napi::Object exports);
 // JS: `VadModel` and `VadStream` (vad-binding.cpp).
 void voxd_bind_vad(Napi::Env env, Napi::Object exports);
 // JS: `SphinxModel` and `SphinxStream` (sphinx-binding.cpp); pocketsphinx itself is opened by the first load.

@@ -4,13 +4,13 @@
  * are shifted back onto the clip's timeline. Silence is never decoded, so it cannot be hallucinated over. An engine
  * that batches an upload's chunks (`batchedChunks`) gets up to its batch size of them at once.
  */
-import type { SpeechSegment, SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment, VadModel } from '../../engines/types.js';
+import type { SpeechSegment, SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment, VadModel, VadParams } from '../../engines/types.js';
 
 /** Inputs longer than this go through the VAD. */
 export const LONG_AUDIO_SECONDS = 30;
 const CHUNK_PADDING_SECONDS = 0.2;
 
-interface Span {
+export interface Span {
   start: number;
   end: number;
 }
@@ -26,17 +26,32 @@ export function groupSpeech(speech: SpeechSegment[], maxSeconds: number, duratio
   return spans.map((s) => ({ start: Math.max(0, s.start - CHUNK_PADDING_SECONDS), end: Math.min(duration, s.end + CHUNK_PADDING_SECONDS) }));
 }
 
+/** The speech of `samples` (16 kHz) as the VAD finds it with `params`, cut at pauses into spans of at most `maxChunkSeconds`. */
+export async function speechSpans(vad: VadModel, samples: Float32Array, params: VadParams, maxChunkSeconds: number, signal?: AbortSignal): Promise<Span[]> {
+  // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
+  const speech = await vad.segments(samples, { ...params, maxSpeechDurationS: Math.min(params.maxSpeechDurationS ?? Infinity, maxChunkSeconds) }, signal);
+  return groupSpeech(speech, maxChunkSeconds, samples.length / vad.sampleRate);
+}
+
+/** Long audio cut at the VAD's pauses (with `params`, its defaults unless the request's chunking_strategy sets them). */
 export async function transcribeSpeechChunks(
   model: SttModel,
   vad: VadModel,
   samples: Float32Array,
   options: TranscribeOptions,
   maxChunkSeconds = LONG_AUDIO_SECONDS,
+  params: VadParams = {},
 ): Promise<TranscriptionResult> {
+  return transcribeSpans(model, samples, await speechSpans(vad, samples, params, maxChunkSeconds, options.signal), options);
+}
+
+/**
+ * Each span of `samples` transcribed on its own (up to the model's batch size of them at once where it batches an
+ * upload's chunks), the segments shifted back onto the clip's timeline and numbered in order.
+ */
+export async function transcribeSpans(model: SttModel, samples: Float32Array, spans: Span[], options: TranscribeOptions): Promise<TranscriptionResult> {
   const rate = model.sampleRate;
   const duration = samples.length / rate;
-  // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
-  const spans = groupSpeech(await vad.segments(samples, { maxSpeechDurationS: maxChunkSeconds }, options.signal), maxChunkSeconds, duration);
   const results: TranscriptionResult[] = [];
   let language = options.language ?? null;
   if (model.capabilities.batchedChunks) {

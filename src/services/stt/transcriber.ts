@@ -4,7 +4,16 @@
  * the model, checks the request against what the model declares it can do (docs/api.md), decodes uploads, cuts
  * long audio at the pauses the VAD finds for fixed-window engines, and runs every engine call as a scheduler job.
  */
-import type { SttModel, TranscribeOptions, TranscriptionResult, TranscriptionSegment, VadModel } from '../../engines/types.js';
+import type {
+  DiarizerModel,
+  SpeakerTurn,
+  SttModel,
+  TranscribeOptions,
+  TranscriptionResult,
+  TranscriptionSegment,
+  VadModel,
+  VadParams,
+} from '../../engines/types.js';
 import { ApiError } from '../../errors.js';
 import { decodeAudio, type DecodedAudio } from '../audio/decode.js';
 import type { Upload } from '../audio/upload-budget.js';
@@ -14,7 +23,8 @@ import { observeRealTimeFactor, type Metrics } from '../metrics.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
 import type { JobLimits, Scheduler, ScheduledModel } from '../scheduler.js';
 import { LiveTranscriber, type LiveSettings, type TurnListener } from './live-transcriber.js';
-import { LONG_AUDIO_SECONDS, transcribeSpeechChunks } from './speech-chunks.js';
+import { decodeKnownSpeakers, labelSegment, speakerLabels, speakerSpans, type KnownSpeaker, type SpeakerRequest } from './diarization.js';
+import { LONG_AUDIO_SECONDS, transcribeSpans, transcribeSpeechChunks } from './speech-chunks.js';
 
 export type SttTask = 'transcribe' | 'translate';
 
@@ -76,6 +86,10 @@ export interface TranscriptionRequest extends SttNeeds {
   wordTimestamps: boolean;
   /** The client's: decoding and engine work stop when it fires. */
   signal: AbortSignal;
+  /** Who spoke when (diarized_json, diarize=true, gpt-4o-transcribe-diarize); absent or null: no speakers. */
+  speakers?: SpeakerRequest | null;
+  /** The request's chunking_strategy as VAD settings: the audio is cut at the pauses they find, however short it is. */
+  chunking?: VadParams | null;
 }
 
 /**
@@ -94,6 +108,8 @@ export interface TranscriberOptions {
   metrics: Metrics;
   /** --vad-model: cuts long uploads and detects turns in live sessions. */
   vadModel: string;
+  /** --diarization-model: tells speakers apart when a request asks for them. */
+  diarizationModel: string;
   /** --max-audio-seconds. */
   maxAudioSeconds: number;
   /** --realtime-transcription-delay-ms, for models that declare it. */
@@ -108,14 +124,31 @@ export class Transcriber {
    * before any answer begins). It holds its models until disposed: `using transcription = await ...`.
    */
   async prepare(request: TranscriptionRequest): Promise<Transcription> {
-    const { lease, plan } = await this.lease(request.model, request, request.signal);
+    const { signal } = request;
+    const { lease, plan } = await this.lease(request.model, request, signal);
+    const held: { release(): void }[] = [lease];
     try {
       const model = lease.model;
+      let speakers: PreparedSpeakers | null = null;
+      if (request.speakers) {
+        if (model.sampleRate !== 16000) {
+          throw new ApiError('invalid_request', `model ${model.id} hears ${model.sampleRate} Hz audio; speakers are told apart at 16 kHz only`, {
+            param: 'model',
+          });
+        }
+        const known = await decodeKnownSpeakers(request.speakers.known, signal);
+        const diarizer = await this.options.registry.acquire<DiarizerModel>(this.options.diarizationModel, 'diarization', signal);
+        held.push(diarizer);
+        speakers = { request: request.speakers, known, diarizer };
+      }
       const { maxAudioSeconds } = this.options;
-      const audio = await decodeAudio(request.file.take(), { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal: request.signal });
-      request.file.holding(audio.samples.byteLength);
+      const audio = await decodeAudio(request.file.take(), { sampleRate: model.sampleRate, maxSeconds: maxAudioSeconds, signal });
+      const referenceBytes = speakers?.known.reduce((sum, k) => sum + k.samples.byteLength, 0) ?? 0;
+      request.file.holding(audio.samples.byteLength + referenceBytes);
       const chunkSeconds = model.capabilities.chunkSeconds ?? LONG_AUDIO_SECONDS;
-      const vad = model.capabilities.vadChunking && audio.duration > chunkSeconds ? await this.leaseVad(request.signal) : null;
+      const chunked = !!request.chunking || (model.capabilities.vadChunking && audio.duration > chunkSeconds);
+      const vad = chunked || speakers ? await this.leaseVad(signal) : null;
+      if (vad) held.push(vad);
       const options: TranscribeOptions = {
         language: plan.language,
         prompt: request.prompt,
@@ -124,9 +157,19 @@ export class Transcriber {
         wordTimestamps: request.wordTimestamps,
         translate: plan.translate,
       };
-      return new Transcription(this, lease, vad, audio, options, request.signal, this.options.metrics);
+      return new Transcription(this, {
+        lease,
+        vad,
+        chunked,
+        chunking: request.chunking ?? {},
+        speakers,
+        audio,
+        options,
+        signal,
+        metrics: this.options.metrics,
+      });
     } catch (error) {
-      lease.release();
+      for (const lease of held) lease.release();
       throw error;
     }
   }
@@ -158,42 +201,141 @@ export class Transcriber {
   }
 }
 
+/** A request's speakers, ready: its known speakers decoded and the diarizer leased. */
+interface PreparedSpeakers {
+  request: SpeakerRequest;
+  known: KnownSpeaker[];
+  diarizer: ModelLease<DiarizerModel>;
+}
+
+/** Who spoke when in a transcription's audio, and what each speaker is called. */
+interface SpeakerTimeline {
+  turns: SpeakerTurn[];
+  labels: string[];
+}
+
+interface TranscriptionParts {
+  lease: ModelLease<SttModel>;
+  /** Leased when the audio is cut at pauses (`chunked`) or speakers are asked for. */
+  vad: ModelLease<VadModel> | null;
+  chunked: boolean;
+  /** The VAD's settings (the request's chunking_strategy, else its defaults). */
+  chunking: VadParams;
+  speakers: PreparedSpeakers | null;
+  audio: DecodedAudio;
+  options: TranscribeOptions;
+  signal: AbortSignal;
+  metrics: Metrics;
+}
+
 /** A prepared file transcription (Transcriber.prepare); run it once, whole or streamed. */
 export class Transcription implements Disposable {
   constructor(
     private readonly transcriber: Transcriber,
-    private readonly lease: ModelLease<SttModel>,
-    private readonly vad: ModelLease<VadModel> | null,
-    private readonly audio: DecodedAudio,
-    private readonly options: TranscribeOptions,
-    private readonly signal: AbortSignal,
-    private readonly metrics: Metrics,
+    private readonly parts: TranscriptionParts,
   ) {}
+
+  /** Its segments carry their speakers. */
+  get diarized(): boolean {
+    return this.parts.speakers !== null;
+  }
 
   /** The whole transcript; `onSegment` and `onText` see each segment and the text as they are decoded. */
   async result(callbacks: Pick<TranscribeOptions, 'onSegment' | 'onText'> = {}): Promise<TranscriptionResult> {
-    const model = this.lease.model;
-    const vad = this.vad?.model;
+    const { lease, audio, signal, metrics } = this.parts;
+    const model = lease.model;
     const started = performance.now();
+    const timeline = await this.diarize();
     const result = await this.transcriber.run(
       model,
-      (signal) => {
-        const options = { ...this.options, signal, ...callbacks };
-        return vad
-          ? transcribeSpeechChunks(model, vad, this.audio.samples, options, model.capabilities.chunkSeconds)
-          : model.transcribe(this.audio.samples, options);
-      },
-      this.signal,
+      (jobSignal) => (timeline ? this.transcribeSpeakers(jobSignal, callbacks, timeline) : this.transcribe(jobSignal, callbacks)),
+      signal,
       // a long file may take as long as it lasts, whatever the job time limit
-      { minTimeoutMs: this.audio.duration * 1000 },
+      { minTimeoutMs: audio.duration * 1000 },
     );
-    observeRealTimeFactor(this.metrics, model.id, 'stt', performance.now() - started, this.audio.duration);
+    observeRealTimeFactor(metrics, model.id, 'stt', performance.now() - started, audio.duration);
     return result;
+  }
+
+  /** The speakers' turns, when the request asked for them: the VAD's speech, then the diarizer, as one job. */
+  private async diarize(): Promise<SpeakerTimeline | null> {
+    const { speakers, vad, audio, chunking, signal } = this.parts;
+    if (!speakers || !vad) return null;
+    const diarizer = speakers.diarizer.model;
+    const diarization = await this.transcriber.run(
+      diarizer,
+      async (jobSignal) => {
+        const speech = await vad.model.segments(audio.samples, chunking, jobSignal);
+        return diarizer.diarize(audio.samples, speech, {
+          minSpeakers: speakers.request.minSpeakers,
+          maxSpeakers: speakers.request.maxSpeakers,
+          references: speakers.known.map((k) => k.samples),
+          signal: jobSignal,
+        });
+      },
+      signal,
+      { minTimeoutMs: audio.duration * 1000 },
+    );
+    return {
+      turns: diarization.turns,
+      labels: speakerLabels(
+        diarization,
+        speakers.known.map((k) => k.name),
+      ),
+    };
+  }
+
+  private transcribe(signal: AbortSignal, callbacks: Pick<TranscribeOptions, 'onSegment' | 'onText'>, wordTimestamps?: boolean): Promise<TranscriptionResult> {
+    const { lease, vad, chunked, chunking, audio } = this.parts;
+    const model = lease.model;
+    const options = { ...this.parts.options, signal, ...callbacks, ...(wordTimestamps ? { wordTimestamps } : {}) };
+    return chunked && vad
+      ? transcribeSpeechChunks(model, vad.model, audio.samples, options, model.capabilities.chunkSeconds, chunking)
+      : model.transcribe(audio.samples, options);
+  }
+
+  /**
+   * A transcript whose segments carry their speakers: on an engine that times words, the whole audio transcribed as
+   * without speakers and each segment split between words where the speaker changes; otherwise each speaker's turns
+   * transcribed on their own. Segments are numbered afresh, in order.
+   */
+  private async transcribeSpeakers(
+    signal: AbortSignal,
+    { onSegment, onText }: Pick<TranscribeOptions, 'onSegment' | 'onText'>,
+    { turns, labels }: SpeakerTimeline,
+  ): Promise<TranscriptionResult> {
+    const { lease, audio, options } = this.parts;
+    const model = lease.model;
+    const keepWords = options.wordTimestamps ?? false;
+    let streamed = 0;
+    const labelled = (segment: TranscriptionSegment, first: number): TranscriptionSegment[] =>
+      labelSegment(segment, turns, labels).map((piece, i) => ({ ...piece, id: first + i, words: keepWords ? piece.words : undefined }));
+    const callbacks = {
+      onText,
+      onSegment: onSegment
+        ? (segment: TranscriptionSegment, language: string) => {
+            for (const piece of labelled(segment, streamed)) {
+              streamed++;
+              onSegment(piece, language);
+            }
+          }
+        : undefined,
+    };
+    const result = model.capabilities.wordTimestamps
+      ? await this.transcribe(signal, callbacks, true)
+      : await transcribeSpans(model, audio.samples, speakerSpans(turns, model.capabilities.chunkSeconds ?? LONG_AUDIO_SECONDS, audio.duration), {
+          ...options,
+          signal,
+          ...callbacks,
+        });
+    const segments: TranscriptionSegment[] = [];
+    for (const segment of result.segments) segments.push(...labelled(segment, segments.length));
+    return { ...result, segments };
   }
 
   /** The text and each segment as they are decoded, then the whole transcript. */
   events(): AsyncGenerator<TranscriptEvent> {
-    const streamsText = this.lease.model.capabilities.streamsText ?? false;
+    const streamsText = this.parts.lease.model.capabilities.streamsText ?? false;
     return callbackStream<TranscriptEvent, void>(async (emit) => {
       const result = await this.result({
         onText: streamsText ? (text) => emit({ type: 'delta', text, partial: true }) : undefined,
@@ -207,7 +349,8 @@ export class Transcription implements Disposable {
   }
 
   [Symbol.dispose](): void {
-    this.lease.release();
-    this.vad?.release();
+    this.parts.lease.release();
+    this.parts.vad?.release();
+    this.parts.speakers?.diarizer.release();
   }
 }

@@ -7,10 +7,10 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { ApiError } from '../../errors.js';
+import { dataUrlBytes } from '../audio/data-url.js';
 import { decodeAudio } from '../audio/decode.js';
 import { findLocalPath } from '../model-id.js';
 
-const DATA_URL = /^data:([\w.+-]+\/[\w.+-]+)?(;[\w-]+=[^;,]*)*;base64,/i;
 const READ_CHUNK_BYTES = 1024 * 1024;
 
 export interface ReferenceOptions {
@@ -23,8 +23,7 @@ export interface ReferenceOptions {
 }
 
 export async function loadReferenceAudio(refAudio: string, { sampleRate, roots, maxSeconds, maxBytes, signal }: ReferenceOptions): Promise<Float32Array> {
-  const dataUrl = DATA_URL.exec(refAudio);
-  const data = dataUrl ? Buffer.from(refAudio.slice(dataUrl[0].length), 'base64') : await readReferenceFile(refAudio, roots, maxBytes, signal);
+  const data = dataUrlBytes(refAudio) ?? (await readReferenceFile(refAudio, roots, maxBytes, signal));
   if (data.length === 0) throw new ApiError('invalid_audio', 'ref_audio is empty', { param: 'ref_audio' });
   try {
     return (await decodeAudio(data, { sampleRate, maxSeconds, ...(signal ? { signal } : {}) })).samples;
