@@ -159,6 +159,19 @@ struct voxd_frame_stats {
         }
     }
 
+    // The same mean and covariance, as if from `weight` times as many frames.
+    voxd_frame_stats scaled(double weight) const {
+        voxd_frame_stats out = *this;
+        out.n *= weight;
+        for (double & v : out.sum) {
+            v *= weight;
+        }
+        for (double & v : out.outer) {
+            v *= weight;
+        }
+        return out;
+    }
+
     void merge(const voxd_frame_stats & other) {
         n += other.n;
         for (int i = 0; i < n_ceps; i++) {
@@ -173,6 +186,11 @@ struct voxd_frame_stats {
 constexpr int bic_frame_stride     = 2;
 constexpr double covariance_floor  = 1e-3; // keeps a cluster of few frames from a singular covariance
 constexpr double bic_penalty_scale = 1.75; // λ: chosen on bench/diarization.ts's dialogues (docs/models.md)
+// The frames a cluster brings to a comparison count for at most 600 (12 s of speech): a Gaussian only approximates
+// a voice, and with evidence growing without bound one speaker's recordings end up told apart (a speaker of 20 s and
+// more was split in 5 of 12 long two-person dialogues of the bench's clips; in 3 with this bound; the bench's own
+// set is unchanged).
+constexpr double bic_max_frames = 600.0;
 
 // A full-covariance Gaussian: mean and the lower Cholesky factor of the (floored) covariance.
 struct voxd_gaussian {
@@ -226,9 +244,12 @@ struct voxd_gaussian {
     }
 };
 
-// ΔBIC of modelling two sets of frames by one Gaussian rather than two: below zero, they are one speaker.
-double delta_bic(const voxd_frame_stats & a, const voxd_frame_stats & b) {
-    voxd_frame_stats both = a;
+// ΔBIC of modelling two sets of frames by one Gaussian rather than two: below zero, they are one speaker. Each set
+// counts for at most bic_max_frames.
+double delta_bic(const voxd_frame_stats & full_a, const voxd_frame_stats & full_b) {
+    const voxd_frame_stats a = full_a.scaled(std::min(1.0, bic_max_frames / full_a.n));
+    const voxd_frame_stats b = full_b.scaled(std::min(1.0, bic_max_frames / full_b.n));
+    voxd_frame_stats both    = a;
     both.merge(b);
     const double parameters = n_ceps + 0.5 * n_ceps * (n_ceps + 1);
     const double gain       = 0.5 * (both.n * voxd_gaussian(both).log_det - a.n * voxd_gaussian(a).log_det - b.n * voxd_gaussian(b).log_det);
@@ -332,8 +353,11 @@ std::vector<int> average_linkage(const std::vector<std::array<float, 2 * n_ceps>
 
 // ---- relabelling frames ----
 
-constexpr int smoothing_frames  = 25;  // log-likelihoods averaged over ±0.25 s before the Viterbi pass
-constexpr double switch_penalty = 5.0; // nats per change of speaker, on the smoothed log-likelihoods
+// Log-likelihoods averaged over ±50 ms before the Viterbi pass, and a change of speaker costs 2 nats of them: short
+// enough for a backchannel of a third of a second to become a turn (bench/diarization.ts: known speakers' short
+// segments named right 44 % with ±0.25 s and 5 nats, 68 % with these).
+constexpr int smoothing_frames  = 5;
+constexpr double switch_penalty = 2.0;
 constexpr int resegment_passes  = 2;
 
 // The speaker of each of `frames` (one stretch of speech) by Viterbi over the smoothed log-likelihoods `ll`
@@ -580,8 +604,12 @@ void resegment(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, const 
     }
 }
 
+// A reference names a speaker when ΔBIC says they are one by at least this much per frame of the clip: a voice that
+// is merely the nearest stays unnamed (true matches measured at -2.8 to -4 per frame, a stranger's at -0.4).
+constexpr double reference_margin = 1.0;
+
 // The reference clips' speakers: pairs of (reference, speaker) taken best first by ΔBIC while it says they are one
-// speaker, each reference and each speaker at most once.
+// speaker by reference_margin, each reference and each speaker at most once.
 std::vector<int> match_references(const std::vector<std::vector<float>> & references, const std::vector<voxd_frame_stats> & speakers) {
     std::vector<voxd_frame_stats> clips;
     for (const std::vector<float> & clip : references) {
@@ -611,7 +639,7 @@ std::vector<int> match_references(const std::vector<std::vector<float>> & refere
     std::vector<int> matched(references.size(), -1);
     std::vector<bool> taken(speakers.size(), false);
     for (const pair_score & p : pairs) {
-        if (p.bic < 0.0 && matched[p.reference] < 0 && !taken[p.speaker]) {
+        if (p.bic < -reference_margin * clips[p.reference].n && matched[p.reference] < 0 && !taken[p.speaker]) {
             matched[p.reference] = p.speaker;
             taken[p.speaker]     = true;
         }
