@@ -15,6 +15,7 @@ import { concatSamples } from '../../src/engines/samples.js';
 import type { TtsModel } from '../../src/engines/types.js';
 import { decodeAudio } from '../../src/services/audio/decode.js';
 import { JFK_WAV, SHARED } from './paths.js';
+import { mulberry32 } from './mulberry32.js';
 
 export const DIALOGUE_RATE = 16000;
 /** flite's four voices, the LibriVox reader and JFK. */
@@ -124,18 +125,6 @@ interface Recording {
 }
 
 type Random = () => number;
-
-/** mulberry32: small, fast and the same on every platform. */
-function prng(seed: number): Random {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** FNV-1a of `text`: seeds derived from names, so adding a dialogue to the set changes no other. */
 function hashSeed(text: string): number {
@@ -301,7 +290,7 @@ export async function buildDialogue(options: DialogueOptions): Promise<Dialogue>
   const { speakers, seed, overlap = false, backchannels = false, turnsPerSpeaker = 6 } = options;
   if (speakers.length < 2 || new Set(speakers).size !== speakers.length) throw new Error('a dialogue needs two or more distinct speakers');
   if (turnsPerSpeaker < 1 || turnsPerSpeaker > SENTENCES.length) throw new Error(`turnsPerSpeaker must be from 1 to ${SENTENCES.length}`);
-  const random = prng(seed);
+  const random = mulberry32(seed);
   const order = speakingOrder(random, speakers, turnsPerSpeaker);
   // each flite voice goes through the sentences in its own order, so no voice says one sentence twice
   const decks = new Map(speakers.map((speaker) => [speaker, shuffled(random, SENTENCES)]));
@@ -367,7 +356,7 @@ export async function buildDialogue(options: DialogueOptions): Promise<Dialogue>
  * turns come from.
  */
 export async function referenceClip(voice: DialogueVoice, seed: number): Promise<Float32Array> {
-  const random = prng(hashSeed(`reference/${voice}/${seed}`));
+  const random = mulberry32(hashSeed(`reference/${voice}/${seed}`));
   if (voice === 'jfk') return excerpt(await dialogueRecording(voice), random, 4, REFERENCE_MAX_S, REFERENCE_MIN_S).samples;
   if (voice === 'reader') return excerpt(await recording([path.join(SPEECH, READER_REFERENCE_FILE)]), random, 4, 6, REFERENCE_MIN_S).samples;
   const gap = new Float32Array(Math.round(0.3 * DIALOGUE_RATE));
@@ -400,7 +389,7 @@ export function diarizationSet(seeds: readonly number[]): DialogueSpec[] {
             name,
             condition,
             seed,
-            speakers: shuffled(prng(hashSeed(`${name}/speakers`)), DIALOGUE_VOICES).slice(0, count),
+            speakers: shuffled(mulberry32(hashSeed(`${name}/speakers`)), DIALOGUE_VOICES).slice(0, count),
             overlap: condition === 'overlap' || condition === 'both',
             backchannels: condition === 'backchannels' || condition === 'both',
           };

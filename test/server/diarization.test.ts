@@ -98,6 +98,14 @@ describe('diarized transcripts over HTTP', () => {
   const cleanups: (() => Promise<void>)[] = [];
   after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
   const post = (body: FormData, signal?: AbortSignal): Promise<Response> => fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body, signal });
+  /** The dialogue's diarized_json through the SDK, with `fields` besides. */
+  const diarized = async (fields: Partial<OpenAI.Audio.TranscriptionCreateParamsNonStreaming> = {}): Promise<Diarized> =>
+    (await sdk(server.base).audio.transcriptions.create({
+      file: await toFile(conversation.wav, 'dialogue.wav'),
+      model: 'gpt-4o-transcribe-diarize',
+      response_format: 'diarized_json',
+      ...fields,
+    })) as unknown as Diarized;
 
   before(async () => {
     // sphinx, the built-in recognizer, times words: segments are split between words where the speaker changes
@@ -108,11 +116,7 @@ describe('diarized transcripts over HTTP', () => {
   let whole: Diarized;
 
   it('answers the SDK in the vendor diarized_json shape, speakers labelled A, B in order of first speech', async () => {
-    const result = (await sdk(server.base).audio.transcriptions.create({
-      file: await toFile(conversation.wav, 'dialogue.wav'),
-      model: 'gpt-4o-transcribe-diarize',
-      response_format: 'diarized_json',
-    })) as unknown as Diarized;
+    const result = await diarized();
     whole = result;
     assert.deepEqual(Object.keys(result), ['task', 'duration', 'text', 'segments', 'usage']);
     assert.equal(result.task, 'transcribe');
@@ -132,23 +136,11 @@ describe('diarized transcripts over HTTP', () => {
   });
 
   it('names known speakers from their reference clips', async () => {
-    const result = (await sdk(server.base).audio.transcriptions.create({
-      file: await toFile(conversation.wav, 'dialogue.wav'),
-      model: 'gpt-4o-transcribe-diarize',
-      response_format: 'diarized_json',
-      known_speaker_names: ['Kennedy', 'Reader'],
-      known_speaker_references: [JFK_CLIP, READER_CLIP],
-    })) as unknown as Diarized;
+    const result = await diarized({ known_speaker_names: ['Kennedy', 'Reader'], known_speaker_references: [JFK_CLIP, READER_CLIP] });
     assertSpeakersFollowTurns(result.segments, conversation.turns, { Reader: 'reader', Kennedy: 'jfk' });
 
     // one known speaker: the other keeps a letter
-    const one = (await sdk(server.base).audio.transcriptions.create({
-      file: await toFile(conversation.wav, 'dialogue.wav'),
-      model: 'gpt-4o-transcribe-diarize',
-      response_format: 'diarized_json',
-      known_speaker_names: ['Kennedy'],
-      known_speaker_references: [JFK_CLIP],
-    })) as unknown as Diarized;
+    const one = await diarized({ known_speaker_names: ['Kennedy'], known_speaker_references: [JFK_CLIP] });
     assertSpeakersFollowTurns(one.segments, conversation.turns, { A: 'reader', Kennedy: 'jfk' });
   });
 
@@ -265,20 +257,10 @@ describe('diarized transcripts over HTTP', () => {
   });
 
   it('takes chunking_strategy server_vad settings as the SDK sends them', async () => {
-    const result = (await sdk(server.base).audio.transcriptions.create({
-      file: await toFile(conversation.wav, 'dialogue.wav'),
-      model: 'gpt-4o-transcribe-diarize',
-      response_format: 'diarized_json',
-      chunking_strategy: { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 200 },
-    })) as unknown as Diarized;
+    const result = await diarized({ chunking_strategy: { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 200 } });
     assertSpeakersFollowTurns(result.segments, conversation.turns, { A: 'reader', B: 'jfk' });
     // a threshold nothing reaches: no speech, no segments
-    const deaf = (await sdk(server.base).audio.transcriptions.create({
-      file: await toFile(conversation.wav, 'dialogue.wav'),
-      model: 'gpt-4o-transcribe-diarize',
-      response_format: 'diarized_json',
-      chunking_strategy: { type: 'server_vad', threshold: 1 },
-    })) as unknown as Diarized;
+    const deaf = await diarized({ chunking_strategy: { type: 'server_vad', threshold: 1 } });
     assert.deepEqual(deaf.segments, []);
   });
 

@@ -10,6 +10,9 @@ import { dataUrlBytes } from '../audio/data-url.js';
 import { decodeAudio } from '../audio/decode.js';
 import type { Span } from './speech-chunks.js';
 
+/** The most speakers `min_speakers` and `max_speakers` may ask for. */
+export { MAX_DIARIZED_SPEAKERS } from '../../engines/diarizer.js';
+
 /** The vendor's limits on known speakers: at most 4, each named by a clip of 2 to 10 s. */
 export const MAX_KNOWN_SPEAKERS = 4;
 export const MIN_REFERENCE_SECONDS = 2;
