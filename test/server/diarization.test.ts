@@ -172,7 +172,7 @@ describe('diarized transcripts over HTTP', () => {
     );
   });
 
-  it('puts speakers on verbose_json segments, srt and vtt cues and NDJSON lines with diarize=true', async () => {
+  it('puts speakers on verbose_json segments with diarize=true, split between timed words', async () => {
     const verbose = (await (
       await post(
         form({ model: 'sphinx', response_format: 'verbose_json', diarize: 'true', 'timestamp_granularities[]': ['word', 'segment'] }, conversation.wav),
@@ -183,37 +183,6 @@ describe('diarized transcripts over HTTP', () => {
     // a segment split where the speaker changes keeps its own words
     for (const segment of verbose.segments)
       for (const word of segment.words ?? []) assert.ok(word.start >= segment.start - 0.01 && word.end <= segment.end + 0.01);
-    const labels = verbose.segments.map((s) => s.speaker);
-
-    const srt = await (await post(form({ model: 'sphinx', response_format: 'srt', diarize: 'true' }, conversation.wav))).text();
-    const cues = srt.trim().split('\n\n');
-    assert.equal(cues.length, labels.length);
-    cues.forEach((cue, i) => assert.match(cue.split('\n')[2] ?? '', new RegExp(`^${labels[i]}: \\S`), cue));
-
-    const vtt = await (await post(form({ model: 'sphinx', response_format: 'vtt', diarize: 'true' }, conversation.wav))).text();
-    const vttCues = vtt
-      .replace(/^WEBVTT\n\n/, '')
-      .trim()
-      .split('\n\n');
-    vttCues.forEach((cue, i) => assert.match(cue.split('\n')[1] ?? '', new RegExp(`^<v ${labels[i]}>\\S`), cue));
-
-    const ndjson = await (await post(form({ model: 'sphinx', response_format: 'ndjson', diarize: 'true' }, conversation.wav))).text();
-    assert.deepEqual(
-      ndjson
-        .trim()
-        .split('\n')
-        .map((line) => (JSON.parse(line) as { speaker: string }).speaker),
-      labels,
-    );
-  });
-
-  it('honours min_speakers and max_speakers', async () => {
-    const speakers = async (fields: Record<string, string>): Promise<Set<string>> => {
-      const body = (await (await post(form({ model: 'sphinx', response_format: 'diarized_json', ...fields }, conversation.wav))).json()) as Diarized;
-      return new Set(body.segments.map((s) => s.speaker));
-    };
-    assert.deepEqual(await speakers({ max_speakers: '1' }), new Set(['A']));
-    assert.ok((await speakers({ min_speakers: '3' })).size >= 2);
   });
 
   it('refuses bad speaker and chunking fields with 400s before any work, and keeps serving', async () => {
@@ -263,39 +232,24 @@ describe('diarized transcripts over HTTP', () => {
     const deaf = await diarized({ chunking_strategy: { type: 'server_vad', threshold: 1 } });
     assert.deepEqual(deaf.segments, []);
   });
-
-  it('diarizes a long file, and stops the work of a client that leaves', async () => {
-    // flite's US female and Scottish male voices, 15 sentences each
-    const built = await buildDialogue({ speakers: ['slt', 'awb'], seed: 7, turnsPerSpeaker: 15 });
-    const long = { wav: wavBytes(built.samples, RATE), turns: built.turns, duration: built.samples.length / RATE };
-    const body = (await (await post(form({ model: 'sphinx', response_format: 'diarized_json' }, long.wav, 'long.wav'))).json()) as Diarized;
-    assert.ok(long.duration > 60, `${long.duration} s`);
-    assertSpeakersFollowTurns(body.segments, long.turns, {
-      A: built.turns[0]!.speaker,
-      B: built.turns.find((t) => t.speaker !== built.turns[0]!.speaker)!.speaker,
-    });
-    assert.ok(body.segments.at(-1)!.end > long.duration - 5, 'the end of the file is transcribed');
-
-    const cancelledBefore = await cancelledJobs(server.base);
-    const controller = new AbortController();
-    const pending = post(form({ model: 'sphinx', response_format: 'diarized_json' }, long.wav, 'long.wav'), controller.signal);
-    setTimeout(() => controller.abort(), 1000);
-    await assert.rejects(pending);
-    await waitForCancelledJob(server.base, cancelledBefore, performance.now() + 30_000, 'the transcription stops when its client leaves');
-    const again = await post(form({ model: 'sphinx', response_format: 'diarized_json' }, wavBytes(seconds(0, 3), RATE)));
-    assert.equal(again.status, 200);
-  });
 });
 
 describe('diarized transcripts on an engine that times no words', () => {
-  it('transcribes each speaker turn on its own: every segment belongs to one speaker', async (t) => {
-    const model = (await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' })).dir;
-    const server = await startTestServer(t, { sttModel: model, maxAudioSeconds: 120 });
-    const conversation = dialogue();
-    const response = await fetch(`${server.base}/v1/audio/transcriptions`, {
-      method: 'POST',
-      body: form({ model, response_format: 'diarized_json', max_tokens: '8' }, conversation.wav),
-    });
+  let server: TestServer;
+  let model: string;
+  const conversation = dialogue();
+  const cleanups: (() => Promise<void>)[] = [];
+  after(() => Promise.all(cleanups.map((cleanup) => cleanup())));
+  const post = (body: FormData, signal?: AbortSignal): Promise<Response> => fetch(`${server.base}/v1/audio/transcriptions`, { method: 'POST', body, signal });
+
+  before(async () => {
+    // a random-weight Qwen3-ASR: fast, and its words are not timed, so each speaker's turns are transcribed alone
+    model = (await audioLmTestModel({ arch: 'qwen3asr', size: 'tiny' })).dir;
+    server = await startTestServer({ after: (cleanup) => cleanups.push(cleanup) }, { sttModel: model, maxAudioSeconds: 600 });
+  });
+
+  it('transcribes each speaker turn on its own: every segment belongs to one speaker', async () => {
+    const response = await post(form({ model, response_format: 'diarized_json', max_tokens: '8' }, conversation.wav));
     assert.equal(response.status, 200);
     const result = (await response.json()) as Diarized;
     assert.ok(result.segments.length >= 4, `one segment per turn at least: ${result.segments.length}`);
@@ -305,7 +259,65 @@ describe('diarized transcripts on an engine that times no words', () => {
     }
     assertSpeakersFollowTurns(result.segments, conversation.turns, { A: 'reader', B: 'jfk' });
   });
-});
 
-// the dialogue's clips exist (a missing shared/ would fail every test above in a less telling way)
-assert.ok(fs.existsSync(path.join(SPEECH, 'librivox-0870.wav')));
+  it('puts speakers on srt and vtt cues and NDJSON lines as on verbose_json segments', async () => {
+    const verbose = (await (await post(form({ model, response_format: 'verbose_json', diarize: 'true', max_tokens: '8' }, conversation.wav))).json()) as {
+      segments: { speaker: string }[];
+    };
+    const labels = verbose.segments.map((s) => s.speaker);
+
+    const srt = await (await post(form({ model, max_tokens: '8', response_format: 'srt', diarize: 'true' }, conversation.wav))).text();
+    const cues = srt.trim().split('\n\n');
+    assert.equal(cues.length, labels.length);
+    cues.forEach((cue, i) => assert.match(cue.split('\n')[2] ?? '', new RegExp(`^${labels[i]}: \\S`), cue));
+
+    const vtt = await (await post(form({ model, max_tokens: '8', response_format: 'vtt', diarize: 'true' }, conversation.wav))).text();
+    const vttCues = vtt
+      .replace(/^WEBVTT\n\n/, '')
+      .trim()
+      .split('\n\n');
+    vttCues.forEach((cue, i) => assert.match(cue.split('\n')[1] ?? '', new RegExp(`^<v ${labels[i]}>\\S`), cue));
+
+    const ndjson = await (await post(form({ model, max_tokens: '8', response_format: 'ndjson', diarize: 'true' }, conversation.wav))).text();
+    assert.deepEqual(
+      ndjson
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { speaker: string }).speaker),
+      labels,
+    );
+  });
+
+  it('honours min_speakers and max_speakers', async () => {
+    const speakers = async (fields: Record<string, string>): Promise<Set<string>> => {
+      const body = (await (await post(form({ model, max_tokens: '8', response_format: 'diarized_json', ...fields }, conversation.wav))).json()) as Diarized;
+      return new Set(body.segments.map((s) => s.speaker));
+    };
+    assert.deepEqual(await speakers({ max_speakers: '1' }), new Set(['A']));
+    assert.ok((await speakers({ min_speakers: '3' })).size >= 2);
+  });
+
+  it('diarizes a long file, and stops the work of a client that leaves', async () => {
+    // flite's US female and Scottish male voices, 15 sentences each
+    const built = await buildDialogue({ speakers: ['slt', 'awb'], seed: 7, turnsPerSpeaker: 15 });
+    const long = { wav: wavBytes(built.samples, RATE), turns: built.turns, duration: built.samples.length / RATE };
+    const body = (await (await post(form({ model, max_tokens: '8', response_format: 'diarized_json' }, long.wav, 'long.wav'))).json()) as Diarized;
+    assert.ok(long.duration > 60, `${long.duration} s`);
+    assertSpeakersFollowTurns(body.segments, long.turns, {
+      A: built.turns[0]!.speaker,
+      B: built.turns.find((t) => t.speaker !== built.turns[0]!.speaker)!.speaker,
+    });
+    assert.ok(body.segments.at(-1)!.end > long.duration - 5, 'the end of the file is transcribed');
+
+    // four times as long, so the work is well under way when the client leaves
+    const longer = new Float32Array(built.samples.length * 4).map((_, i) => built.samples[i % built.samples.length] as number);
+    const cancelledBefore = await cancelledJobs(server.base);
+    const controller = new AbortController();
+    const pending = post(form({ model, max_tokens: '8', response_format: 'diarized_json' }, wavBytes(longer, RATE), 'longer.wav'), controller.signal);
+    setTimeout(() => controller.abort(), 1000);
+    await assert.rejects(pending);
+    await waitForCancelledJob(server.base, cancelledBefore, performance.now() + 30_000, 'the transcription stops when its client leaves');
+    const again = await post(form({ model, max_tokens: '8', response_format: 'diarized_json' }, wavBytes(seconds(0, 3), RATE)));
+    assert.equal(again.status, 200);
+  });
+});
