@@ -19,6 +19,7 @@ import { kokoroTestModel } from '../helpers/kokoro.js';
 import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
 import { transportUnderTest } from '../helpers/transport.js';
+import { readWavMono, wavBytes } from '../helpers/wav.js';
 
 const SCREENSHOTS = path.join(ROOT, 'dist', 'ui-screenshots');
 const DRUMS = path.join(SHARED, 'audio', 'music', 'loop_amen.flac');
@@ -103,6 +104,19 @@ async function loadInModelsView(page: Page, ui: string, model: string): Promise<
     .filter({ hasText: /^loaded$/ })
     .waitFor({ timeout: WAIT_MS });
   return row;
+}
+
+/** The LibriVox reader's voice, in a clip of its own (5.3 s) that the dialogue below does not contain. */
+const READER_CLIP = path.join(SHARED, 'audio', 'speech', 'librivox-0890.wav');
+
+/** Two voices taking turns, 0.5 s apart: the reader (7.1 s), JFK (11 s), the reader again (6 s); all 16 kHz mono. */
+function writeDialogue(file: string): void {
+  const parts = ['librivox-0870.wav', 'jfk.wav', 'librivox-0920.wav'].map((name) => readWavMono(path.join(SHARED, 'audio', 'speech', name)).samples);
+  const pause = new Float32Array(8000);
+  const turns = parts.flatMap((part, i) => (i === 0 ? [part] : [pause, part]));
+  const samples = new Float32Array(turns.reduce((length, turn) => length + turn.length, 0));
+  turns.reduce((offset, turn) => (samples.set(turn, offset), offset + turn.length), 0);
+  fs.writeFileSync(file, wavBytes(samples, 16000));
 }
 
 /** A word wider than a phone's screen, as URLs and compound words are. */
@@ -299,6 +313,155 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     await picker.setInputFiles(big);
     assert.equal(await page.locator('#transcribe-error').innerText(), 'too-big.wav is 105 MiB; this server takes up to 100 MiB');
     assert.ok(await page.getByRole('button', { name: 'Transcribe', exact: true }).isDisabled());
+  });
+
+  it('labels speakers: a colour and a name per voice, a known speaker named by a clip, labels in every export', async () => {
+    await page.goto(`${served.ui}/#transcribe`);
+    const view = page.locator('#view-transcribe');
+    const dialogue = path.join(scratch, 'dialogue.wav');
+    writeDialogue(dialogue);
+    await view.locator('input[type=file]').first().setInputFiles(dialogue);
+    const toggle = page.getByRole('switch', { name: 'Speakers' });
+    assert.equal(await toggle.isChecked(), false, 'off by default');
+    await toggle.check();
+
+    // a half-filled row is said beside it, and nothing is sent
+    const sent: string[] = [];
+    const onRequest = (request: { url(): string }): void => void (request.url().includes('/v1/audio/transcriptions') && sent.push(request.url()));
+    page.on('request', onRequest);
+    await page.getByLabel('Name of known speaker 1').fill('Reader');
+    await page.getByRole('button', { name: '+ Add a speaker' }).click();
+    // the second row's clip from the microphone (the fake device plays the reader), with no name
+    await page.getByRole('button', { name: '● Record', exact: true }).nth(1).click();
+    await page.waitForTimeout(2500);
+    await page.getByRole('button', { name: '■ Stop', exact: true }).click();
+    const rows = view.locator('.known-speaker');
+    await rows
+      .nth(1)
+      .locator('.known-speaker-clip')
+      .filter({ hasText: /^recording · \d+\.\d s$/ })
+      .waitFor({ timeout: WAIT_MS });
+    await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
+    assert.equal(await rows.nth(0).getByRole('alert').innerText(), 'Choose or record a clip of Reader.');
+    assert.equal(await rows.nth(1).getByRole('alert').first().innerText(), 'Name the speaker of this clip.');
+    await screenshots(page, 'transcribe-speakers-rows');
+    await page.getByRole('button', { name: 'Remove known speaker 2' }).click();
+    await page.getByLabel('Clip of known speaker 1').setInputFiles(READER_CLIP);
+    await rows.first().locator('.known-speaker-clip').filter({ hasText: 'librivox-0890.wav · 5.3 s' }).waitFor({ timeout: WAIT_MS });
+    assert.ok(await rows.first().getByRole('alert').isHidden(), 'a fixed row says nothing');
+    page.off('request', onRequest);
+    assert.deepEqual(sent, [], 'nothing is sent while a row is half filled');
+
+    // the form as the page hands it to fetch (the browser does not tell the request's multipart body with a file in it)
+    await page.evaluate(() => {
+      const sending = window as unknown as { sentForm: [string, string][] };
+      const send = window.fetch;
+      window.fetch = (input, init) => {
+        if (init?.body instanceof FormData)
+          sending.sentForm = [...init.body.entries()].map(([name, value]) => [name, typeof value === 'string' ? value : value.name]);
+        return send(input, init);
+      };
+    });
+    const [answer] = await Promise.all([
+      page.waitForResponse(/\/v1\/audio\/transcriptions$/, { timeout: 60_000 }),
+      page.getByRole('button', { name: 'Transcribe', exact: true }).click(),
+    ]);
+    const form = await page.evaluate(() => (window as unknown as { sentForm: [string, string][] }).sentForm);
+    const field = (name: string): string[] => form.filter(([sent]) => sent === name).map(([, value]) => value);
+    assert.deepEqual(field('file'), ['dialogue.wav']);
+    assert.deepEqual(field('response_format'), ['verbose_json']);
+    assert.deepEqual(field('diarize'), ['true']);
+    assert.deepEqual(field('known_speaker_names[]'), ['Reader']);
+    const [reference, ...more] = field('known_speaker_references[]');
+    assert.equal(more.length, 0);
+    assert.match(reference!, /^data:audio\/(x-)?wav;base64,/);
+    assert.equal(reference!.slice(reference!.indexOf(',') + 1), fs.readFileSync(READER_CLIP).toString('base64'), 'the clip, whole');
+    assert.equal(answer.status(), 200);
+    const { segments } = (await answer.json()) as { segments: { start: number; end: number; text: string; speaker: string }[] };
+
+    // runs of one speaker, each labelled; the reader (who speaks first) by the clip's name, JFK by a letter
+    const labels = view.locator('.speaker-label');
+    await labels.first().waitFor({ timeout: WAIT_MS });
+    const runs = segments.filter((segment, i) => i === 0 || segments[i - 1]!.speaker !== segment.speaker).map((segment) => segment.speaker);
+    assert.deepEqual(await labels.allInnerTexts(), runs);
+    assert.equal(runs[0], 'Reader', `the reader opens the dialogue: ${runs.join(', ')}`);
+    const speakers = [...new Set(runs)];
+    assert.ok(speakers.length >= 2 && speakers.some((speaker) => /^[A-Z]$/.test(speaker)), `two voices: ${speakers.join(', ')}`);
+    const colourOf = async (speaker: string): Promise<string> =>
+      labels
+        .filter({ hasText: new RegExp(`^${speaker}$`) })
+        .first()
+        .evaluate((label) => getComputedStyle(label).color);
+    const colours = await Promise.all(speakers.map(colourOf));
+    assert.equal(new Set(colours).size, speakers.length, `a colour each: ${colours.join(' ')}`);
+    // the legend: each speaker once, in its colour, with its talk time
+    const legend = view.getByRole('list', { name: 'Speakers' });
+    assert.deepEqual(await legend.locator('.speaker-name').allInnerTexts(), speakers);
+    for (const [i, entry] of (await legend.locator('li').all()).entries()) {
+      assert.match(await entry.locator('.talk-time').innerText(), /^\d+:\d\d\.\d$/);
+      assert.equal(await entry.locator('.swatch').evaluate((swatch) => getComputedStyle(swatch).backgroundColor), colours[i]);
+    }
+    assert.match(await view.locator('.status').innerText(), new RegExp(`^${segments.length} segments?, ${speakers.length} speakers$`));
+    await screenshots(page, 'transcribe-speakers');
+
+    // each export carries the labels as the API writes them
+    const exported = async (extension: string): Promise<string> => {
+      const [file] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Export .${extension}` }).click()]);
+      return (await downloaded(file)).toString('utf8');
+    };
+    const cues = (text: string): string[] => text.split(/\r?\n\r?\n/).flatMap((cue) => cue.match(/--> .*\r?\n([\s\S]+)/)?.[1]?.trim() ?? []);
+    assert.deepEqual(
+      cues(await exported('srt')),
+      segments.map((segment) => `${segment.speaker}: ${segment.text.trim()}`),
+    );
+    assert.deepEqual(
+      cues(await exported('vtt')),
+      segments.map((segment) => `<v ${segment.speaker}>${segment.text.trim()}`),
+    );
+    assert.deepEqual(
+      (JSON.parse(await exported('json')) as { segments: { speaker: string }[] }).segments.map((segment) => segment.speaker),
+      segments.map((segment) => segment.speaker),
+    );
+    const paragraphs = (await exported('txt')).trim().split('\n\n');
+    assert.deepEqual(
+      paragraphs.map((paragraph) => paragraph.slice(0, paragraph.indexOf(': '))),
+      runs,
+    );
+
+    // a name no voice has here: said under the legend rather than given to someone
+    await view.locator('input[type=file]').first().setInputFiles(JFK_WAV);
+    await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
+    await view
+      .locator('.speaker-summary .hint')
+      .filter({ hasText: /^No voice matched the clip of Reader\.$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.ok(!(await legend.locator('.speaker-name').allInnerTexts()).includes('Reader'), 'JFK is not the reader');
+
+    // a long name wraps on a phone instead of widening the page
+    await page.setViewportSize({ width: 360, height: 740 });
+    for (const selector of ['.speaker-label', '.speaker-name']) {
+      await view
+        .locator(selector)
+        .first()
+        .evaluate((element, word) => (element.textContent += ` ${word}`), LONG_WORD);
+    }
+    assert.ok((await page.evaluate(() => document.documentElement.scrollWidth)) <= 360, 'no sideways scrolling');
+    await page.setViewportSize({ width: 1280, height: 800 });
+
+    // a clip the API cannot take: its error beside the speakers, and no transcript left
+    await page.getByLabel('Clip of known speaker 1').setInputFiles(NOT_AUDIO);
+    await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
+    const error = page.locator('#transcribe-speakers-error');
+    await error.waitFor({ state: 'visible', timeout: WAIT_MS });
+    assert.match(await error.innerText(), /known speaker 'Reader'/);
+    assert.ok(await page.locator('#transcribe-error').isHidden(), 'said once, beside the speakers');
+    assert.equal(await view.locator('.segments').count(), 0);
+    await screenshots(page, 'transcribe-speakers-error');
+
+    // off again: the next request asks for no speakers, and the rows wait hidden
+    await page.getByLabel('Clip of known speaker 1').setInputFiles(READER_CLIP);
+    await toggle.uncheck();
+    assert.equal(await view.locator('.known-speaker').count(), 0);
   });
 
   it('transcribes the microphone live over /v1/realtime', async () => {

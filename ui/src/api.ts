@@ -29,13 +29,15 @@ export class ApiFailure extends Error {
     /** The envelope's `code`, `server_unreachable` when nothing answered, or `http_<status>` without an envelope. */
     readonly code: string,
     readonly status: number | null,
+    /** The envelope's `param`: the request field at fault, when the API names one. */
+    readonly param: string | null = null,
   ) {
     super(message);
   }
 }
 
 interface ErrorEnvelope {
-  error?: { message?: string; code?: string | null; type?: string };
+  error?: { message?: string; code?: string | null; type?: string; param?: string | null };
 }
 
 /** fetch() against the API: resolves with a 2xx response, else throws ApiFailure. */
@@ -56,7 +58,7 @@ export async function apiFetch(path: string, init: RequestInit = {}): Promise<Re
     // not an envelope: the status line is all there is
   }
   const message = envelope.error?.message ?? (text.trim() || `${response.status} ${response.statusText}`);
-  throw new ApiFailure(message, envelope.error?.code ?? envelope.error?.type ?? `http_${response.status}`, response.status);
+  throw new ApiFailure(message, envelope.error?.code ?? envelope.error?.type ?? `http_${response.status}`, response.status, envelope.error?.param ?? null);
 }
 
 export async function apiJson<T>(path: string, init: RequestInit = {}): Promise<T> {

@@ -1,4 +1,4 @@
-/** Microphone access: the devices on offer, recordings through MediaRecorder, and why capture was refused. */
+/** Microphone access and clips: the devices on offer, recordings through MediaRecorder, why capture was refused, clips as data URLs. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 
 /**
@@ -94,4 +94,14 @@ export function extensionOf(mimeType: string): string {
   if (mimeType.includes('ogg')) return 'ogg';
   if (mimeType.includes('mp4')) return 'm4a';
   return 'wav';
+}
+
+/** A clip as the base64 data: URL the API takes for reference audio (`ref_audio`, `known_speaker_references[]`). */
+export function dataUrl(blob: Blob): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result as string);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
 }

@@ -15,7 +15,7 @@ import {
   useObjectUrl,
 } from './components';
 import { addToHistory, loadHistory, removeFromHistory, type SpeechResult } from './history';
-import { useRecorder } from './media';
+import { dataUrl, useRecorder } from './media';
 import { modelsFor } from './model-list';
 import { decodeFirstChannel } from './waveform';
 
@@ -414,14 +414,4 @@ async function playWhileArriving(response: Response, play: (url: string) => void
     URL.revokeObjectURL(url);
   }
   return new Blob(chunks, { type: 'audio/mpeg' });
-}
-
-/** A clip as the base64 data: URL `ref_audio` takes. */
-function dataUrl(blob: Blob): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result as string);
-    reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(blob);
-  });
 }

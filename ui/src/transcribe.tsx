@@ -1,10 +1,23 @@
 /** Transcribe: a file (dropped, picked or recorded) through POST /v1/audio/transcriptions or /translations. */
 import { useMemo, useRef, useState } from 'preact/hooks';
 import { renderTranscript } from '../../src/routes/transcript-formats';
-import { apiFetch, type ModelInfo } from './api';
+import { ApiFailure, apiFetch, type ModelInfo } from './api';
 import { ErrorNote, FileDrop, fileStem, formatSeconds, ModelPicker, Player, saveBlob, Status, uploadRefusal, useModelChoice, useObjectUrl } from './components';
 import { canCapture, extensionOf, MIC_RULE, useRecorder } from './media';
 import { modelsFor, resolvedModel } from './model-list';
+import {
+  appendKnownSpeakers,
+  emptySpeaker,
+  KnownSpeakers,
+  SPEAKER_PARAMS,
+  SpeakerLegend,
+  speakersReady,
+  speakerStyle,
+  speakerSummary,
+  speakerText,
+  startsTurn,
+  type KnownSpeaker,
+} from './speakers';
 
 interface Word {
   word: string;
@@ -22,6 +35,8 @@ interface Segment {
   avg_logprob: number;
   compression_ratio: number;
   no_speech_prob: number;
+  /** Who says it: present when speakers were asked for (`diarize=true`). */
+  speaker?: string;
 }
 interface VerboseTranscript {
   task: 'transcribe' | 'translate';
@@ -48,6 +63,8 @@ const EXPORTS = [
 
 function exported(format: (typeof EXPORTS)[number]['format'], transcript: VerboseTranscript): string {
   if (format === 'verbose_json') return JSON.stringify(transcript);
+  // the API's text format is the bare text; the page's .txt says who speaks each paragraph
+  if (format === 'text' && transcript.segments?.some((segment) => segment.speaker !== undefined)) return speakerText(transcript.segments);
   const result = {
     text: transcript.text,
     language: transcript.language ?? '',
@@ -62,6 +79,7 @@ function exported(format: (typeof EXPORTS)[number]['format'], transcript: Verbos
       avgLogprob: segment.avg_logprob,
       compressionRatio: segment.compression_ratio,
       noSpeechProb: segment.no_speech_prob,
+      speaker: segment.speaker,
     })),
   };
   return renderTranscript(format, result, { task: transcript.task, verbose: false, words: false, segments: true }).body;
@@ -77,6 +95,11 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
   // a loaded model that times no words (an audio language model) would answer the request with a 400
   const timesWords = resolvedModel(model, models)?.word_timestamps !== false;
   const words = wordsWanted && timesWords;
+  const [speakers, setSpeakers] = useState(false);
+  const [knownSpeakers, setKnownSpeakers] = useState<KnownSpeaker[]>(() => [emptySpeaker()]);
+  /** Set by a send with a known speaker that cannot go: from then on, each row's problem shows beside it. */
+  const [speakersChecked, setSpeakersChecked] = useState(false);
+  const [speakersError, setSpeakersError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [transcript, setTranscript] = useState<VerboseTranscript | null>(null);
@@ -84,8 +107,8 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
   const [recordError, setRecordError] = useState<unknown>(null);
   const audio = useRef<HTMLAudioElement | null>(null);
   const fileUrl = useObjectUrl(file);
-  /** Names the exported files: the file and model behind the transcript shown. */
-  const shown = useRef<{ file: File; model: string } | null>(null);
+  /** Names the exported files: the file and model behind the transcript shown, and the known speakers it was sent. */
+  const shown = useRef<{ file: File; model: string; speakerNames: string[] } | null>(null);
   // a file over the API's limit is refused here, not after its upload
   const refusal = file ? uploadRefusal(file) : null;
 
@@ -98,6 +121,11 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
   async function transcribe(event: Event): Promise<void> {
     event.preventDefault();
     if (!file || refusal) return;
+    setSpeakersError(null);
+    if (speakers && !speakersReady(knownSpeakers)) {
+      setSpeakersChecked(true);
+      return;
+    }
     setBusy(true);
     setError(null);
     setTranscript(null);
@@ -110,11 +138,18 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
     body.append('timestamp_granularities[]', 'segment');
     if (words) body.append('timestamp_granularities[]', 'word');
     try {
+      let speakerNames: string[] = [];
+      if (speakers) {
+        body.append('diarize', 'true');
+        speakerNames = await appendKnownSpeakers(body, knownSpeakers);
+      }
       const response = await apiFetch(`/v1/audio/${task}`, { method: 'POST', body });
-      setTranscript((await response.json()) as VerboseTranscript);
-      shown.current = { file, model };
+      const answer = (await response.json()) as VerboseTranscript;
+      shown.current = { file, model, speakerNames };
+      setTranscript(answer);
     } catch (failure) {
-      setError(failure);
+      if (failure instanceof ApiFailure && failure.param !== null && SPEAKER_PARAMS.includes(failure.param.replace(/\[\]$/, ''))) setSpeakersError(failure);
+      else setError(failure);
     } finally {
       setBusy(false);
     }
@@ -136,6 +171,13 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
       setRecordError(failure);
     }
   }
+
+  /** The transcript's speakers (none unless they were asked for), each with its colour. */
+  const talkers = useMemo(() => speakerSummary(transcript?.segments ?? []), [transcript]);
+  const colourOf = (speaker: string | undefined): Record<string, string> | undefined => {
+    const colour = talkers.find((talker) => talker.speaker === speaker)?.colour;
+    return colour ? speakerStyle(colour) : undefined;
+  };
 
   const seek = (seconds: number): void => {
     const element = audio.current;
@@ -174,27 +216,37 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
             <label for="transcribe-language">Language</label>
             <input id="transcribe-language" type="text" value={language} placeholder="auto (e.g. en)" onInput={(e) => setLanguage(e.currentTarget.value)} />
           </div>
-          <div class="field checkbox">
-            <input
-              id="transcribe-words"
-              type="checkbox"
-              checked={words}
-              disabled={!timesWords}
-              title={timesWords ? undefined : 'This model gives no word timestamps'}
-              onChange={(e) => setWords(e.currentTarget.checked)}
-            />
-            <label for="transcribe-words" title={timesWords ? undefined : 'This model gives no word timestamps'}>
-              Word timestamps
-            </label>
+          {/* the two switches share a column, so the pickers keep room for their names */}
+          <div class="field switches">
+            <div class="field checkbox">
+              <input
+                id="transcribe-words"
+                type="checkbox"
+                checked={words}
+                disabled={!timesWords}
+                title={timesWords ? undefined : 'This model gives no word timestamps'}
+                onChange={(e) => setWords(e.currentTarget.checked)}
+              />
+              <label for="transcribe-words" title={timesWords ? undefined : 'This model gives no word timestamps'}>
+                Word timestamps
+              </label>
+            </div>
+            <div class="field checkbox">
+              <input id="transcribe-speakers" type="checkbox" role="switch" checked={speakers} onChange={(e) => setSpeakers(e.currentTarget.checked)} />
+              <label for="transcribe-speakers" title="Who spoke when: each segment labelled with its speaker">
+                Speakers
+              </label>
+            </div>
           </div>
         </div>
+        {speakers && <KnownSpeakers rows={knownSpeakers} setRows={setKnownSpeakers} showProblems={speakersChecked} error={speakersError} />}
         <div class="actions">
           <button type="submit" disabled={!file || refusal !== null || !model || busy}>
             {busy ? 'Transcribing…' : task === 'translations' ? 'Translate' : 'Transcribe'}
           </button>
         </div>
         <ErrorNote error={refusal ?? error} id="transcribe-error" />
-        <Status>{busy ? 'Transcribing…' : transcript ? plural(transcript.segments?.length ?? 0, 'segment') : ''}</Status>
+        <Status>{busy ? 'Transcribing…' : transcript ? summary(transcript, talkers.length) : ''}</Status>
         {fileUrl && !refusal && <Player src={fileUrl} blob={file} label="Uploaded audio" audioRef={audio} />}
       </form>
       {transcript && (
@@ -209,15 +261,19 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
               ))}
             </div>
           </div>
+          {talkers.length > 0 && (
+            <SpeakerLegend speakers={talkers} unmatched={(shown.current?.speakerNames ?? []).filter((name) => !talkers.some((t) => t.speaker === name))} />
+          )}
           {transcript.segments && transcript.segments.length > 0 ? (
-            <ol class="segments">
-              {transcript.segments.map((segment) => (
-                <li key={segment.id}>
+            <ol class={`segments ${talkers.length > 0 ? 'by-speaker' : ''}`}>
+              {transcript.segments.map((segment, index, all) => (
+                <li key={segment.id} class={startsTurn(all, index) ? 'turn' : undefined} style={colourOf(segment.speaker)}>
+                  {startsTurn(all, index) && <span class="speaker-label">{segment.speaker}</span>}
                   <button
                     type="button"
                     class="segment"
                     onClick={() => seek(segment.start)}
-                    aria-label={`Play from ${formatSeconds(segment.start)}: ${segment.text}`}
+                    aria-label={`Play from ${formatSeconds(segment.start)}: ${segment.speaker !== undefined ? `${segment.speaker}: ` : ''}${segment.text}`}
                   >
                     <span class="time">
                       {formatSeconds(segment.start)} – {formatSeconds(segment.end)}
@@ -251,6 +307,12 @@ export function TranscribeView({ models }: { models: ModelInfo[] }) {
       )}
     </section>
   );
+}
+
+/** "6 segments", and with speakers "6 segments, 2 speakers". */
+function summary(transcript: VerboseTranscript, speakers: number): string {
+  const segments = plural(transcript.segments?.length ?? 0, 'segment');
+  return speakers > 0 ? `${segments}, ${plural(speakers, 'speaker')}` : segments;
 }
 
 function plural(count: number, noun: string): string {
