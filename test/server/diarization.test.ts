@@ -5,7 +5,6 @@
  * people: the LibriVox reader and John F. Kennedy.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type OpenAI from 'openai';
