@@ -26,13 +26,6 @@ export function groupSpeech(speech: SpeechSegment[], maxSeconds: number, duratio
   return spans.map((s) => ({ start: Math.max(0, s.start - CHUNK_PADDING_SECONDS), end: Math.min(duration, s.end + CHUNK_PADDING_SECONDS) }));
 }
 
-/** The speech of `samples` (16 kHz) as the VAD finds it with `params`, cut at pauses into spans of at most `maxChunkSeconds`. */
-export async function speechSpans(vad: VadModel, samples: Float32Array, params: VadParams, maxChunkSeconds: number, signal?: AbortSignal): Promise<Span[]> {
-  // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
-  const speech = await vad.segments(samples, { ...params, maxSpeechDurationS: Math.min(params.maxSpeechDurationS ?? Infinity, maxChunkSeconds) }, signal);
-  return groupSpeech(speech, maxChunkSeconds, samples.length / vad.sampleRate);
-}
-
 /** Long audio cut at the VAD's pauses (with `params`, its defaults unless the request's chunking_strategy sets them). */
 export async function transcribeSpeechChunks(
   model: SttModel,
@@ -42,7 +35,10 @@ export async function transcribeSpeechChunks(
   maxChunkSeconds = LONG_AUDIO_SECONDS,
   params: VadParams = {},
 ): Promise<TranscriptionResult> {
-  return transcribeSpans(model, samples, await speechSpans(vad, samples, params, maxChunkSeconds, options.signal), options);
+  // speech that runs on past a chunk's length is split by the VAD itself, at its last short pause (or at the limit)
+  const maxSpeechDurationS = Math.min(params.maxSpeechDurationS ?? Infinity, maxChunkSeconds);
+  const speech = await vad.segments(samples, { ...params, maxSpeechDurationS }, options.signal);
+  return transcribeSpans(model, samples, groupSpeech(speech, maxChunkSeconds, samples.length / model.sampleRate), options);
 }
 
 /**
