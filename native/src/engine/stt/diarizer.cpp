@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <cstdlib>
 
 namespace {
 
@@ -34,8 +33,7 @@ double mel_to_hz(double mel) {
 // MFCCs of 25 ms Hamming frames every 10 ms (pre-emphasis, 40 triangular mel bands, DCT-II), and each frame's
 // energy for telling voice from near-silence.
 struct voxd_mfcc {
-    std::vector<float> ceps;    // n_frames x n_ceps
-    std::vector<float> log_mel; // n_frames x n_mels
+    std::vector<float> ceps;   // n_frames x n_ceps
     std::vector<float> energy; // n_frames
     int n_frames = 0;
 
@@ -74,7 +72,7 @@ struct voxd_mfcc {
         std::vector<float> frame(n_fft, 0.0f);
         std::vector<voxd_cpx> spectrum(n_bins);
         std::vector<float> power(n_bins);
-        log_mel.resize((size_t) n_frames * n_mels);
+        std::vector<float> log_mel((size_t) n_frames * n_mels);
         float loudest = 0.0f;
         for (int t = 0; t < n_frames; t++) {
             const int at = t * frame_step;
@@ -118,7 +116,6 @@ struct voxd_mfcc {
     }
 
     const float * at(int t) const { return &ceps[(size_t) t * n_ceps]; }
-    const float * mel_at(int t) const { return &log_mel[(size_t) t * n_mels]; }
 };
 
 // Frames loud enough to describe a voice, among `frames` (indices): within 50 dB of the loudest 5 % of them.
@@ -611,122 +608,6 @@ void resegment(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, const 
 // is merely the nearest stays unnamed (true matches measured at -2.8 to -4 per frame, a stranger's at -0.4).
 constexpr double reference_margin = 1.0;
 
-// ---- two at once ----
-
-// A speaker's log-mel spectrum as a diagonal Gaussian: where two speak at once, the bands add as energies, so the pair's
-// log-mel mean is log(exp(a) + exp(b)) of theirs.
-struct voxd_mel_model {
-    std::array<double, n_mels> mean{};
-    std::array<double, n_mels> var{};
-
-    double log_likelihood(const float * x) const {
-        double ll = 0.0;
-        for (int m = 0; m < n_mels; m++) {
-            const double d = x[m] - mean[m];
-            ll -= 0.5 * (d * d / var[m] + std::log(var[m]));
-        }
-        return ll;
-    }
-
-    static voxd_mel_model pair(const voxd_mel_model & a, const voxd_mel_model & b) {
-        voxd_mel_model p;
-        for (int m = 0; m < n_mels; m++) {
-            const double hi = std::max(a.mean[m], b.mean[m]), lo = std::min(a.mean[m], b.mean[m]);
-            p.mean[m]       = hi + std::log1p(std::exp(lo - hi));
-            p.var[m]        = 0.5 * (a.var[m] + b.var[m]);
-        }
-        return p;
-    }
-};
-
-static const double overlap_margin = getenv("D_OV") ? atof(getenv("D_OV")) : 1e9;
-static const int overlap_min = getenv("D_OVMIN") ? atoi(getenv("D_OVMIN")) : 15;
-static const int overlap_max = getenv("D_OVMAX") ? atoi(getenv("D_OVMAX")) : 100;
-
-// Short stretches inside one speaker's turn that the pair (that speaker, another) explains better than the speaker
-// alone, by a margin per frame, are given to the other: a reply spoken over someone (a backchannel) becomes a turn
-// of its own.
-void attribute_overlaps(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, std::vector<int> & labels, int k) {
-    if (k < 2) {
-        return;
-    }
-    std::vector<voxd_mel_model> models(k);
-    std::vector<double> count(k, 0.0);
-    size_t offset = 0;
-    for (const voxd_region & region : speech.regions) {
-        for (size_t t = 0; t < region.frames.size(); t++) {
-            const int c     = labels[offset + t];
-            const float * x = mfcc.mel_at(region.frames[t]);
-            count[c] += 1.0;
-            for (int m = 0; m < n_mels; m++) {
-                models[c].mean[m] += x[m];
-                models[c].var[m] += (double) x[m] * x[m];
-            }
-        }
-        offset += region.frames.size();
-    }
-    for (int c = 0; c < k; c++) {
-        for (int m = 0; m < n_mels; m++) {
-            const double n    = std::max(count[c], 1.0);
-            models[c].mean[m] /= n;
-            models[c].var[m] = std::max(models[c].var[m] / n - models[c].mean[m] * models[c].mean[m], 0.1);
-        }
-    }
-    offset = 0;
-    for (const voxd_region & region : speech.regions) {
-        const int n = (int) region.frames.size();
-        // per frame: the best other speaker and how much better the pair explains it than the labelled speaker alone
-        std::vector<double> gain(n);
-        std::vector<int> other(n);
-        for (int t = 0; t < n; t++) {
-            const int host    = labels[offset + t];
-            const float * x   = mfcc.mel_at(region.frames[t]);
-            const double lone = models[host].log_likelihood(x);
-            gain[t]           = -std::numeric_limits<double>::infinity();
-            for (int o = 0; o < k; o++) {
-                if (o != host) {
-                    const double g = voxd_mel_model::pair(models[host], models[o]).log_likelihood(x) - lone;
-                    if (g > gain[t]) {
-                        gain[t]  = g;
-                        other[t] = o;
-                    }
-                }
-            }
-        }
-        std::vector<double> smooth(n);
-        for (int t = 0; t < n; t++) {
-            const int lo = std::max(0, t - smoothing_frames), hi = std::min(n, t + smoothing_frames + 1);
-            double sum   = 0.0;
-            for (int i = lo; i < hi; i++) {
-                sum += gain[i];
-            }
-            smooth[t] = sum / (hi - lo);
-        }
-        for (int t = 0; t < n;) {
-            if (smooth[t] <= overlap_margin) {
-                t++;
-                continue;
-            }
-            int end = t;
-            while (end < n && smooth[end] > overlap_margin && labels[offset + end] == labels[offset + t]) {
-                end++;
-            }
-            if (end - t >= overlap_min && end - t <= overlap_max) {
-                std::vector<int> votes(k, 0);
-                for (int i = t; i < end; i++) {
-                    votes[other[i]]++;
-                }
-                const int to = (int) (std::max_element(votes.begin(), votes.end()) - votes.begin());
-                for (int i = t; i < end; i++) {
-                    labels[offset + i] = to;
-                }
-            }
-            t = end;
-        }
-        offset += n;
-    }
-}
-
 // The reference clips' speakers: pairs of (reference, speaker) taken best first by ΔBIC while it says they are one
 // speaker by reference_margin, each reference and each speaker at most once.
 std::vector<int> match_references(const std::vector<std::vector<float>> & references, const std::vector<voxd_frame_stats> & speakers) {
@@ -830,7 +711,6 @@ voxd_diarization voxd_diarize(const std::vector<float> & samples, const std::vec
         l = std::max(l, 0); // frames of regions too short for a window start with the first speaker; Viterbi decides
     }
     resegment(mfcc, regions, frames, labels, stats, abort);
-    attribute_overlaps(mfcc, regions, labels, (int) stats.size());
 
     // turns: runs of one speaker over each region's voiced frames, changing halfway between two frames of different
     // speakers; the first and last turn of a region reach its ends. Speakers are numbered by first appearance.
