@@ -2,6 +2,7 @@
  * Composition root: builds the services, mounts the routes, listens, and shuts down gracefully
  * (stop accepting, finish in-flight work, free models, flush logs).
  */
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULT_VAD_MODEL, type Config } from './config.js';
 import { shippedVadModel, sileroVadEngine } from './engines/silero-vad.js';
@@ -26,9 +27,11 @@ import { mountOperationRoutes } from './routes/operations.js';
 import { mountRealtimeRoutes } from './routes/realtime.js';
 import { mountSeparationRoutes } from './routes/separations.js';
 import { mountSpeechRoutes } from './routes/speech.js';
+import { mountVoiceRoutes } from './routes/voices.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { UploadBudget } from './services/audio/upload-budget.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
+import { CustomVoices } from './services/tts/custom-voices.js';
 import { Gauge, Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
 import { Scheduler } from './services/scheduler.js';
@@ -102,8 +105,14 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     maxAudioSeconds: config.maxAudioSeconds,
     liveDelayMs: config.realtimeTranscriptionDelayMs,
   });
+  const customVoices = new CustomVoices({
+    root: config.customVoicesDir ?? path.join(path.dirname(defaultHubCacheDir(env)), 'voxd', 'voices'),
+    maxVoices: config.maxVoices,
+    requireConsent: config.requireVoiceConsent === 'on',
+  });
   const tts = new SpeechService({
     registry,
+    customVoices,
     synthesizer: new Synthesizer({ scheduler, metrics, maxBatchSize: config.ttsMaxBatchSize }),
     limits: {
       maxInputChars: config.maxInputChars,
@@ -127,6 +136,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     registry,
     stt,
     tts,
+    customVoices,
     separation,
     uploads,
     readiness: { ready: false, draining: false, error: null },
@@ -156,6 +166,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   mountModelRoutes(http, context);
   mountTranscriptionRoutes(http, context);
   mountSpeechRoutes(http, context);
+  mountVoiceRoutes(http, context);
   const liveSessions = mountRealtimeRoutes(http, context);
   mountSeparationRoutes(http, context);
 

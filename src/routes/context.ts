@@ -5,6 +5,7 @@ import type { Metrics } from '../services/metrics.js';
 import type { ModelRegistry } from '../services/registry.js';
 import type { SeparationService } from '../services/separation.js';
 import type { Transcriber } from '../services/stt/transcriber.js';
+import type { CustomVoices } from '../services/tts/custom-voices.js';
 import type { SpeechService } from '../services/tts/speech.js';
 
 /** What route modules get from the composition root: services only, never the addon or a transport. */
@@ -15,6 +16,7 @@ export interface RouteContext {
   registry: ModelRegistry;
   stt: Transcriber;
   tts: SpeechService;
+  customVoices: CustomVoices;
   separation: SeparationService;
   /** --max-inflight-upload-mb: the audio uploads in flight. */
   uploads: UploadBudget;

@@ -1,5 +1,5 @@
 /**
- * POST /v1/audio/speech and GET /v1/audio/voices (docs/api.md). Everything is checked before the first byte. A
+ * POST /v1/audio/speech (docs/api.md). Everything is checked before the first byte. A
  * whole response is one encoded file; a stream is one continuously encoded file sent about every
  * `streaming_interval` seconds of audio, as raw bytes or as base64 in `speech.audio.delta` SSE events.
  */
@@ -33,17 +33,6 @@ const speechSchema = z.object({
 
 export function mountSpeechRoutes(http: HttpServer, context: RouteContext): void {
   http.route('POST', '/v1/audio/speech', (req, reply) => speak(req, reply, context));
-  http.route('GET', '/v1/audio/voices', async (req, reply) => {
-    const model = req.query.get('model')?.trim() || 'tts-1';
-    const { voices, cloning, instructions, languages } = await context.tts.voices(model, req.signal);
-    // capabilities (an extension) lets a client offer only the fields this model honours (the web interface does)
-    reply.json({
-      object: 'list',
-      model,
-      capabilities: { cloning, instructions, ...(languages ? { languages } : {}) },
-      data: voices.map(({ id, name, language }) => ({ id, name, ...(language ? { language } : {}) })),
-    });
-  });
 }
 
 async function speak(req: HttpRequest, reply: HttpReply, { config, logger, tts }: RouteContext): Promise<void> {

@@ -4,7 +4,6 @@
  * commit a branch or tag pointed to when last resolved). Reads answer from the file system alone; writes make each
  * link and ref under a temporary name and rename it into place, so readers never see one half made.
  */
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
@@ -12,6 +11,7 @@ import path from 'node:path';
 import { isNotFound } from '../file-lock.js';
 import type { Subject } from './errors.js';
 import type { HubCachedRepo, HubFile } from './types.js';
+import { replaceAtomically } from '../atomic-file.js';
 
 /** HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub (as huggingface_hub resolves it). */
 export function defaultHubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -131,19 +131,6 @@ function listSnapshotFiles(snapshotDir: string): string[] {
     .filter((relative) => fs.statSync(path.join(snapshotDir, relative), { throwIfNoEntry: false })?.isFile() ?? false)
     .map((relative) => relative.split(path.sep).join('/'))
     .sort();
-}
-
-/** Creates `target` under a temporary name, then renames it into place: readers never see it half made. */
-async function replaceAtomically(target: string, write: (temporary: string) => Promise<void>): Promise<void> {
-  await fsp.mkdir(path.dirname(target), { recursive: true });
-  const temporary = `${target}.${randomUUID()}.tmp`;
-  try {
-    await write(temporary);
-    await fsp.rename(temporary, target);
-  } catch (error) {
-    await fsp.rm(temporary, { force: true });
-    throw error;
-  }
 }
 
 /** snapshots/{commit}/{path} → a relative link into blobs/, as the Python tools make it. */

@@ -10,6 +10,7 @@ import { contentTypeOf, createEncoder, encodeAudio, fileExtensionOf, type AudioE
 import { concatSamples } from '../../engines/samples.js';
 import { callbackStream } from '../callback-stream.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
+import type { CustomVoice, CustomVoices } from './custom-voices.js';
 import { loadReferenceAudio } from './reference.js';
 import { splitSentences } from './sentences.js';
 import type { Synthesizer } from './synthesizer.js';
@@ -52,15 +53,20 @@ export interface SynthesisPlan {
   ignored: string[];
 }
 
-/** The model's voice for the request's `voice`: an ID or name of the model's, a vendor name it maps, or a combination of its voices. */
-function resolveVoice(model: TtsModel, voice: string | null): string {
-  if (!voice) return model.defaultVoice;
+/** The model's own voice for `voice` (an ID or name of its voices, or a vendor name it maps), or null. */
+function ownVoice(model: TtsModel, voice: string): string | null {
   const wanted = voice.toLowerCase();
   const own = model.voices.find((v) => v.id.toLowerCase() === wanted || v.name.toLowerCase() === wanted);
   if (own) return own.id;
   // own keys only: `__proto__` or `constructor` must not find Object.prototype's members
-  const alias = model.voiceAliases && Object.hasOwn(model.voiceAliases, wanted) ? model.voiceAliases[wanted] : undefined;
-  if (alias) return alias;
+  return (model.voiceAliases && Object.hasOwn(model.voiceAliases, wanted) ? model.voiceAliases[wanted] : undefined) ?? null;
+}
+
+/** The model's voice for the request's `voice`: an ID or name of the model's, a vendor name it maps, or a combination of its voices. */
+function resolveVoice(model: TtsModel, voice: string | null): string {
+  if (!voice) return model.defaultVoice;
+  const own = ownVoice(model, voice);
+  if (own) return own;
   const combined = model.combineVoices?.(voice);
   if (combined) return combined;
   const offered = [...model.voices.map((v) => v.id), ...Object.keys(model.voiceAliases ?? {})].join(', ');
@@ -99,6 +105,8 @@ export interface SpeechServiceOptions {
   registry: ModelRegistry;
   synthesizer: Synthesizer;
   limits: SpeechLimits;
+  /** The voices clients created (POST /v1/audio/voices). */
+  customVoices: CustomVoices;
 }
 
 export class SpeechService {
@@ -111,12 +119,20 @@ export class SpeechService {
   async voices(
     modelId: string,
     signal: AbortSignal,
-  ): Promise<{ voices: readonly Voice[]; cloning: boolean; instructions: boolean; languages: { code: string; name: string }[] | null }> {
+  ): Promise<{
+    voices: readonly Voice[];
+    custom: CustomVoice[];
+    cloning: boolean;
+    instructions: boolean;
+    languages: { code: string; name: string }[] | null;
+  }> {
     using lease = await this.options.registry.acquire<TtsModel>(modelId, 'tts', signal);
     const { cloning, instructions } = lease.model.capabilities;
     const names = lease.model.languageNames;
     const languages = names ? Object.entries(names).map(([code, name]) => ({ code, name })) : null;
-    return { voices: lease.model.voices, cloning, instructions, languages };
+    // a model that clones speaks the custom voices too
+    const custom = cloning ? await this.options.customVoices.voices() : [];
+    return { voices: lease.model.voices, custom, cloning, instructions, languages };
   }
 
   /**
@@ -135,8 +151,12 @@ export class SpeechService {
     const lease = await this.options.registry.acquire<TtsModel>(speech.model, 'tts', signal);
     try {
       const model = lease.model;
-      const { request, ignored } = planSynthesis(model, speech);
-      if (speech.referenceAudio) {
+      const custom = await this.customVoice(model, speech);
+      const { request, ignored } = planSynthesis(model, custom ? { ...speech, voice: null } : speech);
+      if (custom) {
+        const samples = await this.options.customVoices.sample(custom, model.sampleRate, signal);
+        request.reference = custom.ref_text ? { samples, text: custom.ref_text } : { samples };
+      } else if (speech.referenceAudio) {
         const samples = await loadReferenceAudio(speech.referenceAudio, {
           sampleRate: model.sampleRate,
           roots: limits.modelsDirs,
@@ -152,6 +172,24 @@ export class SpeechService {
       lease.release();
       throw error;
     }
+  }
+
+  /** The custom voice a request names (by ID or name; the model's own voices come first), checked against the model. */
+  private async customVoice(model: TtsModel, speech: SpeechRequest): Promise<CustomVoice | null> {
+    if (!speech.voice || ownVoice(model, speech.voice)) return null;
+    const custom = await this.options.customVoices.find(speech.voice);
+    if (!custom) return null;
+    if (!model.capabilities.cloning) {
+      throw new ApiError(
+        'invalid_request',
+        `voice '${custom.name}' (${custom.id}) is a custom voice, and model ${model.id} cannot clone voices; use a model that does (Pocket TTS, Qwen3-TTS base)`,
+        { param: 'voice' },
+      );
+    }
+    if (speech.referenceAudio) {
+      throw new ApiError('invalid_request', `ref_audio and the custom voice '${custom.name}' both give the voice; send one`, { param: 'ref_audio' });
+    }
+    return custom;
   }
 }
 
