@@ -215,7 +215,8 @@ export class CustomVoices {
       .map((n) => n.slice(0, -'.json'.length))
       .filter((id) => ID[kind].test(id));
     const records = await Promise.all(ids.map((id) => this.read(kind, id)));
-    return records.filter((r) => r !== null).sort((a, b) => a.created_at - b.created_at || a.id.localeCompare(b.id));
+    // oldest first: created_at counts seconds, the ID's time milliseconds
+    return records.filter((r) => r !== null).sort((a, b) => a.id.slice(PREFIX[kind].length).localeCompare(b.id.slice(PREFIX[kind].length)));
   }
 
   /** `work` under the directory's lock, shared with every instance that uses the directory. */
@@ -230,8 +231,9 @@ export class CustomVoices {
   }
 }
 
+/** The prefix, then the creation time in milliseconds and 6 random bytes (24 hex digits): IDs sort as they were made. */
 function newId(kind: Kind): string {
-  return PREFIX[kind] + randomBytes(12).toString('hex');
+  return PREFIX[kind] + Date.now().toString(16).padStart(12, '0') + randomBytes(6).toString('hex');
 }
 
 function now(): number {
