@@ -217,6 +217,7 @@ class GgmlTtsModel implements TtsModel {
       });
     }
     let reference: Float32Array | null = null;
+    let voiceKey: string | null = null;
     if (request.reference) {
       // worded by the engine's own names: `input` makes the error's param the request field that carried the clip
       if (request.reference.samples.length === 0) {
@@ -229,8 +230,11 @@ class GgmlTtsModel implements TtsModel {
         });
       }
       reference = request.reference.samples;
+      voiceKey = request.reference.key ?? null;
     } else if (request.voice && request.voice !== DEFAULT_VOICE) {
       reference = this.clips.get(request.voice)?.samples ?? null;
+      // the model's clips stay as loaded: each is encoded once
+      voiceKey = `preset:${request.voice}`;
       if (!reference) {
         throw new ApiError('invalid_request', `unknown voice '${request.voice}' for model ${this.id}; voices: ${this.voices.map((v) => v.id).join(', ')}`, {
           input: 'synthesis.voice',
@@ -240,6 +244,7 @@ class GgmlTtsModel implements TtsModel {
     return {
       text: request.text,
       reference,
+      voiceKey,
       language,
       seed: request.seed ?? null,
       temperature: request.temperature ?? null,

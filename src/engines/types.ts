@@ -199,8 +199,11 @@ export interface SynthesisRequest {
   seed?: number;
   /** Style or emotion instruction (`instructions` or `instruct`); only for `capabilities.instructions`. */
   instructions?: string;
-  /** Reference voice to clone (mono at the model's rate); only for `capabilities.cloning`. */
-  reference?: { samples: Float32Array; text?: string };
+  /**
+   * Reference voice to clone (mono at the model's rate); only for `capabilities.cloning`. `key` names the clip while
+   * it stays the same (a custom voice's ID): an engine may keep what it computes from it.
+   */
+  reference?: { samples: Float32Array; text?: string; key?: string };
 }
 
 export interface SynthesisOptions {

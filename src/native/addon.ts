@@ -525,6 +525,11 @@ export interface NativeTtsGgmlRequest {
   text: string;
   /** A voice to clone: mono at `sampleRate` (libmtmd uses the first 30 s); must not be empty. */
   reference?: Float32Array | null;
+  /**
+   * Names `reference` while it stays the same clip (a custom voice's ID, a preset voice): the model keeps its encoding
+   * (its 64 most recent) and skips the voice encoder for it afterwards.
+   */
+  voiceKey?: string | null;
   /** The language by the model's name for it (`english`, `spanish`, ...; Qwen3-TTS); absent: the model's default. */
   language?: string | null;
   /**

@@ -24,7 +24,7 @@ import { HubDouble } from '../helpers/hub-double.js';
 import { nativeRejection } from '../helpers/native.js';
 import { JFK_WAV } from '../helpers/paths.js';
 import { cancelledJobs, expectEnvelope, waitForCancelledJob, sdk, startTestServer, type TestServer } from '../helpers/server.js';
-import { wavBytes } from '../helpers/wav.js';
+import { readWavMono, wavBytes } from '../helpers/wav.js';
 import { durationOf, FRAME, makeTiny, pcmOf, post, RATE, type TtsModelPaths } from '../helpers/ggml-tts.js';
 
 /**
@@ -101,6 +101,27 @@ describe('GGML TTS engine (random-weight Pocket TTS)', () => {
         flag.abort();
         assert.equal((await nativeRejection(model.synthesize({ text: 'Hello.' }, null, flag))).code, 'aborted');
         assert.throws(() => model.synthesize({ text: 'Hello.', reference: new Float32Array(0) }), { code: 'invalid_argument' });
+      } finally {
+        model.release();
+      }
+    });
+
+    it('encodes a named reference once: the same samples, no encoder pass the second time', async () => {
+      const model = await loadNative().TtsGgmlModel.load({ model: tiny.model, mmproj: tiny.mmproj, threads: 2 });
+      try {
+        const reference = readWavMono(JFK_WAV).samples.subarray(0, 4 * 16000);
+        const request = { text: 'A voice kept by name.', seed: 3, reference };
+        const fresh = await model.synthesize(request);
+        const encoderMs = (): number => model.timings().encoderMs;
+        const before = encoderMs();
+        const first = await model.synthesize({ ...request, voiceKey: 'voice_a' });
+        const encoded = encoderMs();
+        assert.ok(encoded > before, 'the first use encodes the clip');
+        const again = await model.synthesize({ ...request, voiceKey: 'voice_a' });
+        assert.equal(encoderMs(), encoded, 'the second use does not');
+        assert.deepEqual(first, fresh);
+        assert.deepEqual(again, fresh);
+        assert.throws(() => model.synthesize({ ...request, voiceKey: 7 as unknown as string }), { code: 'invalid_argument' });
       } finally {
         model.release();
       }

@@ -59,7 +59,7 @@ private:
     bool m_stepping = false;
 };
 
-// A request object from JS: `{ text, reference?, language?, seed?, temperature?, maxFrames? }`.
+// A request object from JS: `{ text, reference?, voiceKey?, language?, seed?, temperature?, maxFrames? }`.
 voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
     if (!value.IsObject()) {
         throw voxd_make_js_error(env, "invalid_argument", "request must be an object");
@@ -77,6 +77,12 @@ voxd_tts_gen_request parse_request(Napi::Env env, const Napi::Value & value) {
         if (out.reference.empty()) {
             throw voxd_make_js_error(env, "invalid_argument", "request.reference is empty");
         }
+    }
+    Napi::Value voice_key = req.Get("voiceKey");
+    if (voice_key.IsString()) {
+        out.voice_key = voice_key.As<Napi::String>().Utf8Value();
+    } else if (!voice_key.IsUndefined() && !voice_key.IsNull()) {
+        throw voxd_make_js_error(env, "invalid_argument", "request.voiceKey must be a string");
     }
     Napi::Value language = req.Get("language");
     if (language.IsString()) {

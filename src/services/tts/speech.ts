@@ -155,7 +155,8 @@ export class SpeechService {
       const { request, ignored } = planSynthesis(model, custom ? { ...speech, voice: null } : speech);
       if (custom) {
         const samples = await this.options.customVoices.sample(custom, model.sampleRate, signal);
-        request.reference = custom.ref_text ? { samples, text: custom.ref_text } : { samples };
+        // the voice's ID names its sample for good (IDs are never reused): the model encodes it once
+        request.reference = { samples, key: custom.id, ...(custom.ref_text ? { text: custom.ref_text } : {}) };
       } else if (speech.referenceAudio) {
         const samples = await loadReferenceAudio(speech.referenceAudio, {
           sampleRate: model.sampleRate,

@@ -113,6 +113,22 @@ void voxd_tts_generator::append_token_row(std::vector<float> & rows, llama_token
     rows.insert(rows.end(), row, row + m_n_embd);
 }
 
+std::vector<float> voxd_tts_generator::voice_rows(const voxd_tts_gen_request & request) {
+    if (request.voice_key.empty()) {
+        return encode_voice(request.reference);
+    }
+    auto kept = std::find_if(m_kept_voices.begin(), m_kept_voices.end(), [&](const auto & v) { return v.first == request.voice_key; });
+    if (kept == m_kept_voices.end()) {
+        m_kept_voices.emplace_front(request.voice_key, encode_voice(request.reference));
+        if (m_kept_voices.size() > max_kept_voices) {
+            m_kept_voices.pop_back();
+        }
+    } else {
+        m_kept_voices.splice(m_kept_voices.begin(), m_kept_voices, kept);
+    }
+    return m_kept_voices.front().second;
+}
+
 std::vector<float> voxd_tts_generator::encode_voice(const std::vector<float> & reference) {
     if (!mtmd_support_audio(m_mctx)) {
         throw voxd_error("invalid_argument", "this model's mmproj has no voice encoder, so it cannot clone a reference clip");

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 struct voxd_tts_gen_request {
     std::string text;
     std::vector<float> reference; // a voice to clone, mono at the model's rate; empty = none
+    std::string voice_key;        // names `reference` while it stays the same clip: its encoding is kept and reused
     std::string language;         // the model's language name ("english"); "" = its default
     uint32_t seed     = 0;        // 0..UINT32_MAX-1
     float temperature = -1.0f;    // < 0: the model's own; 0: the least randomness the model allows
@@ -169,8 +171,10 @@ protected:
 
     // Decodes `rows` (n x n_embd) at the sequence's next positions, in n_batch pieces, then reads the last output.
     void decode_prompt(voxd_tts_sequence & seq, const std::vector<float> & rows);
-    // The reference clip's rows from the mmproj's voice encoder.
-    std::vector<float> encode_voice(const std::vector<float> & reference);
+    // The request's reference clip as rows from the mmproj's voice encoder; a clip with a voice_key is encoded once
+    // and its rows kept (the most recent max_kept_voices), so a named voice costs no encoder pass after its first.
+    // Executor thread only.
+    std::vector<float> voice_rows(const voxd_tts_gen_request & request);
     void append_token_row(std::vector<float> & rows, llama_token t) const;
     const float * token_row(llama_token t) const;
     // One generator call for the sequence's next frame (`inp` of type GEN_CODE), its randomness seeded from the
@@ -198,6 +202,12 @@ protected:
     std::vector<float> m_tok_embd;     // the whole token embedding table, n_vocab x n_embd
     uint32_t m_last_seed = UINT32_MAX; // the generator's current seed
     voxd_tts_timings m_timings;
+
+private:
+    std::vector<float> encode_voice(const std::vector<float> & reference);
+
+    static constexpr size_t max_kept_voices = 64;
+    std::list<std::pair<std::string, std::vector<float>>> m_kept_voices; // by voice_key, most recent first
 };
 
 // The families, in their own files.

@@ -157,7 +157,7 @@ protected:
             if (m_bos_before_voice != LLAMA_TOKEN_NULL) {
                 append_token_row(rows, m_bos_before_voice);
             }
-            const std::vector<float> voice = encode_voice(seq.request.reference);
+            const std::vector<float> voice = voice_rows(seq.request);
             rows.insert(rows.end(), voice.begin(), voice.end());
         }
         seq.n_voice_pos = (int) (rows.size() / (size_t) m_n_embd);

@@ -102,7 +102,7 @@ protected:
             add_sum(m_tts_pad, token_row(codec));
         }
         if (!seq.request.reference.empty()) {
-            const std::vector<float> voice = encode_voice(seq.request.reference); // one x-vector row
+            const std::vector<float> voice = voice_rows(seq.request); // one x-vector row
             add_sum(m_tts_pad, voice.data());
         }
         add_sum(m_tts_bos, token_row(m_codec_pad));
