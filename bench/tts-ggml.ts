@@ -3,7 +3,9 @@
  * (scripts/make-tts-test-model.mjs, generated into build/test-models on first use): one request of a fixed number
  * of frames with a fixed seed, with and without a reference clip (jfk.wav through the speaker encoder),
  *  1. in-process through the engine: frames per second and real-time factor (median of 3 after a warm-up);
- *  2. the same over HTTP (POST /v1/audio/speech, pcm, the model directory as `model`), so the HTTP overhead shows;
+ *  2. the same over HTTP (POST /v1/audio/speech, pcm, the model directory as `model`), so the HTTP overhead shows,
+ *     and jfk.wav three ways: as a built-in voice (a `--voices-dir` clip), as a custom voice (POST /v1/audio/voices,
+ *     then `voice: {id}`) and as `ref_audio` (target: the custom voice within 5 % of the built-in);
  *  3. for reference, llama.cpp's own llama-tts on the same model and text, from the addon's build tree (built on
  *     first use, `cmake --build build --target llama-tts`, from third_party/llama.cpp's tools/tts and the same llama,
  *     mtmd and ggml libraries as the addon). Its wall time includes loading the model, so a 1-frame run is timed too
@@ -16,13 +18,15 @@
  *  5. where a frame's time goes, serial and in a native batch of 8 (the model's own stage timings): the backbone
  *     decode, the generator (Pocket's flow net) and the audio decoder (mimi), with the rows or windows each of their
  *     calls served.
- * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too.
+ * Peak RSS of this process (and of llama-tts, through /usr/bin/time) is printed too. `--only engine,http,...` runs
+ * the named parts alone (engine, http, llama-tts, batching, stages).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { resolveConfig } from '../src/config.js';
 import { ggmlTtsEngine } from '../src/engines/ggml-tts.js';
@@ -43,6 +47,8 @@ const FRAME = 1920;
 const FRAMES = 100;
 const SEED = 1;
 const RUNS = 3;
+/** Rounds of the built-in / custom / ref_audio comparison, whose difference is smaller than one run's noise. */
+const VOICE_ROUNDS = 7;
 /** One sentence under the helper's 50-token chunk, long enough that its frame budget exceeds FRAMES. */
 const TEXT = 'The quick brown fox jumps over the lazy dog while the children sing a song.';
 /** The engine's thread count (native/src/engine/tts/ggml/tts-model.cpp), given to llama-tts as well. */
@@ -75,15 +81,26 @@ function peakRss(): string {
 
 /** Median time of RUNS runs after a warm-up; the frame count must be the same every run. */
 async function measure(run: () => Promise<number>): Promise<Timing> {
-  const frames = await run();
-  const times: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const start = performance.now();
-    const got = await run();
-    times.push(performance.now() - start);
-    if (got !== frames) throw new Error(`frame count changed between runs: ${frames} then ${got}`);
+  return (await interleaved([run]))[0] as Timing;
+}
+
+/**
+ * Median times of several requests measured in turns (a warm-up of each, then `rounds` rounds of one run each), so
+ * that the machine's drift falls on all of them alike; each one's frame count must be the same every run.
+ */
+async function interleaved(runs: (() => Promise<number>)[], rounds = RUNS): Promise<Timing[]> {
+  const frames: number[] = [];
+  for (const run of runs) frames.push(await run());
+  const times: number[][] = runs.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, run] of runs.entries()) {
+      const start = performance.now();
+      const got = await run();
+      times[i]?.push(performance.now() - start);
+      if (got !== frames[i]) throw new Error(`frame count changed between runs: ${frames[i]} then ${got}`);
+    }
   }
-  return { ms: median(times), frames };
+  return times.map((t, i) => ({ ms: median(t), frames: frames[i] as number }));
 }
 
 function describe(label: string, { ms, frames }: Timing): string {
@@ -127,10 +144,16 @@ async function benchEngine(paths: ModelPaths, reference: Float32Array): Promise<
 
 type Speech = (body: Record<string, unknown>) => Promise<Buffer>;
 
-/** Runs `fn` against a server on a loopback port; `speech` posts one request for the model and returns its PCM. */
-async function withServer(paths: ModelPaths, fn: (speech: Speech) => Promise<void>): Promise<void> {
+/**
+ * Runs `fn` against a server on a loopback port; `speech` posts one request for the model and returns its PCM.
+ * `voicesDir` is offered as the server's `--voices-dir`.
+ */
+async function withServer(paths: ModelPaths, fn: (speech: Speech, base: string) => Promise<void>, voicesDir: string | null = null): Promise<void> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-tts-ggml-'));
-  const config = resolveConfig({ host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs') }, {});
+  const config = resolveConfig(
+    { host: '127.0.0.1', port: 0, logDir: path.join(scratch, 'logs'), voicesDir, customVoicesDir: path.join(scratch, 'voices'), requireVoiceConsent: 'off' },
+    {},
+  );
   const server = await startServer(config, pino({ level: 'silent' }), { HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(scratch, 'hub') });
   quietEngine(); // the server set its own level
   const speech: Speech = async (body) => {
@@ -143,7 +166,7 @@ async function withServer(paths: ModelPaths, fn: (speech: Speech) => Promise<voi
     return Buffer.from(await response.arrayBuffer());
   };
   try {
-    await fn(speech);
+    await fn(speech, `http://127.0.0.1:${server.port}`);
   } finally {
     await server.close();
     fs.rmSync(scratch, { recursive: true, force: true });
@@ -156,13 +179,43 @@ function framesOf(pcm: Buffer): number {
   return pcm.length / 2 / FRAME;
 }
 
+/** Uploads jfk.wav as a custom voice (consent off on this server); its ID. */
+async function createCustomVoice(base: string): Promise<string> {
+  const form = new FormData();
+  form.append('name', 'jfk-custom');
+  form.append('audio_sample', new Blob([fs.readFileSync(JFK_WAV)], { type: 'audio/wav' }), 'jfk.wav');
+  const response = await fetch(`${base}/v1/audio/voices`, { method: 'POST', body: form });
+  if (response.status !== 200) throw new Error(`creating the custom voice: HTTP ${response.status}: ${await response.text()}`);
+  return ((await response.json()) as { id: string }).id;
+}
+
 async function benchHttp(paths: ModelPaths): Promise<void> {
-  await withServer(paths, async (speech) => {
-    console.log('over HTTP (POST /v1/audio/speech, pcm; the first request loads the model):');
-    console.log(describe('no reference', await measure(async () => framesOf(await speech({})))));
-    const refAudio = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
-    console.log(describe('jfk.wav reference', await measure(async () => framesOf(await speech({ ref_audio: refAudio })))));
-  });
+  // jfk.wav as a built-in voice: the model's preset clips come from --voices-dir
+  const presets = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-bench-presets-'));
+  fs.copyFileSync(JFK_WAV, path.join(presets, 'jfk.wav'));
+  try {
+    await withServer(
+      paths,
+      async (speech, base) => {
+        console.log('over HTTP (POST /v1/audio/speech, pcm; the first request loads the model):');
+        console.log(describe('no reference', await measure(async () => framesOf(await speech({})))));
+        const id = await createCustomVoice(base);
+        const refAudio = `data:audio/wav;base64,${fs.readFileSync(JFK_WAV).toString('base64')}`;
+        const [builtIn, custom, ref] = (await interleaved(
+          [{ voice: 'jfk' }, { voice: { id } }, { ref_audio: refAudio }].map((body) => async () => framesOf(await speech(body))),
+          VOICE_ROUNDS,
+        )) as [Timing, Timing, Timing];
+        console.log(`  jfk.wav three ways, in turns (median of ${VOICE_ROUNDS} rounds):`);
+        console.log(describe('as a built-in voice', builtIn));
+        console.log(describe('as a custom voice', custom));
+        console.log(describe('as ref_audio', ref));
+        console.log(`  custom voice / built-in voice ${(custom.ms / builtIn.ms).toFixed(3)} (target <= 1.05)`);
+      },
+      presets,
+    );
+  } finally {
+    fs.rmSync(presets, { recursive: true, force: true });
+  }
 }
 
 // ---- 3. llama.cpp's llama-tts for reference ----
@@ -335,8 +388,14 @@ const { samples: reference } = await decodeAudio(fs.readFileSync(JFK_WAV), { sam
 console.log(
   `text "${TEXT}", max_tokens ${FRAMES} (${((FRAMES * FRAME) / RATE).toFixed(1)} s), seed ${SEED}; reference jfk.wav ${(reference.length / RATE).toFixed(1)} s`,
 );
-await benchEngine(paths, reference);
-await benchHttp(paths);
-benchLlamaTts(paths);
-await benchBatching(paths);
-await benchStages(paths);
+const parts: Record<string, () => Promise<void> | void> = {
+  engine: () => benchEngine(paths, reference),
+  http: () => benchHttp(paths),
+  'llama-tts': () => benchLlamaTts(paths),
+  batching: () => benchBatching(paths),
+  stages: () => benchStages(paths),
+};
+const only = parseArgs({ options: { only: { type: 'string' } } }).values.only?.split(',');
+const unknown = only?.filter((name) => !(name in parts)) ?? [];
+if (unknown.length > 0) throw new Error(`--only: no part ${unknown.join(', ')}; parts: ${Object.keys(parts).join(', ')}`);
+for (const [name, run] of Object.entries(parts)) if (!only || only.includes(name)) await run();

@@ -184,6 +184,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
           apiBase: apiBaseFor(config.host, port, hostHeader),
           maxInputChars: config.maxInputChars,
           maxUploadBytes: config.maxUploadMb * 1024 * 1024,
+          requireVoiceConsent: config.requireVoiceConsent === 'on',
         }),
       });
     } catch (error) {

@@ -19,6 +19,8 @@ export interface UiPageConfig {
   maxInputChars: number | null;
   /** `--max-upload-mb` of that API in bytes when this process serves it; absent or null when unknown. */
   maxUploadBytes?: number | null;
+  /** `--require-voice-consent` of that API when this process serves it; absent or null when unknown. */
+  requireVoiceConsent?: boolean | null;
 }
 
 export interface UiServerOptions {

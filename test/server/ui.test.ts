@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Locator, type Page } from 'playwright-core';
 import { parakeetTestModel } from '../helpers/parakeet.js';
 import { audioLmTestModel } from '../helpers/audio-lm.js';
+import { makeTiny } from '../helpers/ggml-tts.js';
 import { kokoroTestModel } from '../helpers/kokoro.js';
 import { JFK_WAV, ROOT, SHARED, SILERO_V6 } from '../helpers/paths.js';
 import { cliEnv, freePort, pollUntil, spawnCli, waitHealthy, type CliProcess } from '../helpers/process.js';
@@ -338,7 +339,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     const rows = view.locator('.known-speaker');
     await rows
       .nth(1)
-      .locator('.known-speaker-clip')
+      .locator('.clip-name')
       .filter({ hasText: /^recording · \d+\.\d s$/ })
       .waitFor({ timeout: WAIT_MS });
     await page.getByRole('button', { name: 'Transcribe', exact: true }).click();
@@ -347,7 +348,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     await screenshots(page, 'transcribe-speakers-rows');
     await page.getByRole('button', { name: 'Remove known speaker 2' }).click();
     await page.getByLabel('Clip of known speaker 1').setInputFiles(READER_CLIP);
-    await rows.first().locator('.known-speaker-clip').filter({ hasText: 'librivox-0890.wav · 5.3 s' }).waitFor({ timeout: WAIT_MS });
+    await rows.first().locator('.clip-name').filter({ hasText: 'librivox-0890.wav · 5.3 s' }).waitFor({ timeout: WAIT_MS });
     assert.ok(await rows.first().getByRole('alert').isHidden(), 'a fixed row says nothing');
     page.off('request', onRequest);
     assert.deepEqual(sent, [], 'nothing is sent while a row is half filled');
@@ -631,6 +632,7 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     assert.ok(await advanced.locator('input[type=file]').isDisabled(), 'no reference clip to pick');
     assert.ok(await advanced.getByRole('button', { name: 'Record' }).isDisabled(), 'no reference clip to record');
     assert.ok(await page.locator('#speak-instructions').isDisabled(), 'no instructions to write');
+    assert.ok(await page.getByRole('button', { name: '+ New voice' }).isDisabled(), 'no custom voice for a model that cannot clone');
     // said without the model's path, which would fill the line
     assert.match(await advanced.innerText(), /\nThis model cannot clone a voice[\s\S]*\nThis model does not take style instructions/);
     const [clip, instructions] = [await box(advanced.locator('.field').first()), await box(advanced.locator('.field').last())];
@@ -670,6 +672,77 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
     await voice.selectOption('af_heart');
     await page.locator('#view-speak canvas.waveform').first().waitFor({ timeout: WAIT_MS });
     await screenshots(page, 'speak-kokoro');
+  });
+
+  it('speak: makes a custom voice from a sample and a recorded consent, speaks with it, and deletes it', async () => {
+    const { dir } = await makeTiny('pockettts');
+    await loadInModelsView(page, served.ui, dir);
+    await showView(page, /^Speak/);
+    await page.locator('#speak-model').selectOption(dir);
+    const voice = page.locator('#speak-voice');
+    await voice.locator('option').first().waitFor({ state: 'attached', timeout: WAIT_MS });
+    const newVoice = page.getByRole('button', { name: '+ New voice' });
+    await newVoice.click();
+    const card = page.locator('form.new-voice');
+    assert.ok(await page.locator('#voice-name').evaluate((input) => input === document.activeElement), 'the name field takes focus');
+    await page.locator('#voice-name').fill('Kennedy');
+    const create = card.getByRole('button', { name: 'Create voice' });
+
+    // a sample under 2 s is refused beside it, before anything is sent
+    await card.getByLabel('Voice sample').setInputFiles({ name: 'short.wav', mimeType: 'audio/wav', buffer: wavBytes(new Float32Array(16000), 16000) });
+    await page
+      .locator('#voice-sample-problem')
+      .filter({ hasText: 'This clip lasts 1.0 s; a voice is made from a clip of 2 to 30 s.' })
+      .waitFor({ timeout: WAIT_MS });
+    assert.ok(await create.isDisabled());
+    await card.getByLabel('Voice sample').setInputFiles(JFK_WAV);
+    await card.locator('.clip-name').first().filter({ hasText: 'jfk.wav · 11.0 s' }).waitFor({ timeout: WAIT_MS });
+    await page.locator('#voice-transcript').fill('And so my fellow Americans, ask not what your country can do for you.');
+    assert.ok(await create.isDisabled(), 'the server asks for consent: none yet');
+
+    // the consent: the speaker reads the statement, recorded from the microphone (the fake device plays a reader)
+    assert.match(await card.locator('.consent-statement').innerText(), /^I, Kennedy, agree that this server may make a synthetic voice/);
+    await card.getByRole('button', { name: '● Record', exact: true }).last().click();
+    await page.waitForTimeout(2500);
+    await card.getByRole('button', { name: '■ Stop', exact: true }).click();
+    await card
+      .locator('.clip-name')
+      .last()
+      .filter({ hasText: /^recording · \d+\.\d s$/ })
+      .waitFor({ timeout: WAIT_MS });
+    await page.locator('#voice-consent-language').fill('en-US');
+    await screenshots(page, 'speak-new-voice');
+    const [made] = await Promise.all([page.waitForResponse(/\/v1\/audio\/voices$/), create.click()]);
+    assert.equal(made.status(), 200, await made.text());
+    const created = (await made.json()) as { id: string; name: string; consent: string; ref_text: string };
+    assert.equal(created.name, 'Kennedy');
+    assert.match(created.consent, /^cons_/);
+    assert.match(created.ref_text, /^And so my fellow Americans/);
+    await card.waitFor({ state: 'detached' });
+
+    // chosen in the voice list, under the custom voices; speech names it by ID
+    await page.waitForFunction((id) => (document.querySelector('#speak-voice') as HTMLSelectElement | null)?.value === id, created.id, { timeout: WAIT_MS });
+    assert.equal(await voice.locator('optgroup[label="Custom voices"] option').innerText(), 'Kennedy');
+    await page.locator('#speak-stream').uncheck();
+    await page.locator('#speak-text').fill('Spoken in a custom voice.');
+    const [speech] = await Promise.all([page.waitForRequest(/\/v1\/audio\/speech$/), page.getByRole('button', { name: 'Generate' }).click()]);
+    assert.equal(speech.postDataJSON().voice, created.id);
+    await page.locator('.history li').first().filter({ hasText: 'Spoken in a custom voice.' }).waitFor({ timeout: WAIT_MS });
+    assert.match(await page.locator('.history-meta').first().innerText(), / · Kennedy · mp3 · /, 'the history names the voice');
+    await screenshots(page, 'speak-custom-voice');
+
+    // the consent is kept: a second voice may name it instead of a new recording
+    await newVoice.click();
+    await page.locator(`#voice-consent option[value="${created.consent}"]`).waitFor({ state: 'attached', timeout: WAIT_MS });
+    assert.equal(await optionText(page, '#voice-consent', created.consent), 'Kennedy (en-US)');
+    await card.getByRole('button', { name: 'Cancel' }).click();
+
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
+    await voice.locator('optgroup').waitFor({ state: 'detached', timeout: WAIT_MS });
+    assert.notEqual(await voice.inputValue(), created.id);
+    assert.equal((await fetch(`${served.api}/v1/audio/voices/${created.id}`)).status, 404);
+    await page.locator('#speak-stream').check();
   });
 
   it('separates a mixture into target and residual, each playable and downloadable as WAV', async () => {

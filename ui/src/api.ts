@@ -10,6 +10,8 @@ export interface PageConfig {
   maxInputChars: number | null;
   /** The API's upload limit in bytes; absent or null when unknown (`voxd ui` against another server). */
   maxUploadBytes?: number | null;
+  /** Whether the API asks a custom voice for its speaker's consent; absent or null when unknown. */
+  requireVoiceConsent?: boolean | null;
 }
 
 function readPageConfig(): PageConfig {

@@ -17,6 +17,7 @@ import {
 import { addToHistory, loadHistory, removeFromHistory, type SpeechResult } from './history';
 import { dataUrl, useRecorder } from './media';
 import { modelsFor } from './model-list';
+import { NewVoice, type CustomVoice } from './voices';
 import { decodeFirstChannel } from './waveform';
 
 const FORMATS = ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm'] as const;
@@ -30,6 +31,8 @@ interface Voice {
   name: string;
   /** The `lang_code` the voice speaks, where it has one of its own (Kokoro's voices). */
   language?: string;
+  /** A custom voice (POST /v1/audio/voices), rather than one of the model's own. */
+  custom?: boolean;
 }
 
 /** What GET /v1/audio/voices says the model honours; until it answers, every control is offered. */
@@ -56,6 +59,9 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
   // the request's lang_code where the model offers languages ('' sends none: the server's default)
   const [language, setLanguage] = useState('');
   const [voicesError, setVoicesError] = useState<unknown>(null);
+  /** Bumped when a custom voice is made or deleted, so the list is asked again. */
+  const [voicesVersion, setVoicesVersion] = useState(0);
+  const [newVoiceOpen, setNewVoiceOpen] = useState(false);
   const [limits, setLimits] = useState<Capabilities>(EVERY_CAPABILITY);
   const [text, setText] = useState('Hello from voxd. This speech was synthesised on your own machine.');
   const [format, setFormat] = useState<Format>('mp3');
@@ -108,7 +114,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
     return () => {
       current = false;
     };
-  }, [model, apiOnline]);
+  }, [model, apiOnline, voicesVersion]);
 
   useEffect(() => () => abort.current?.abort(), []);
 
@@ -123,6 +129,26 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
   }
 
   const canGenerate = !busy && model !== '' && voice !== '' && !tooLong && text.trim() !== '';
+  const chosenVoice = voices.find((v) => v.id === voice);
+  /** How results name the voice: a custom voice by its name rather than its ID. */
+  const voiceLabel = chosenVoice?.custom ? chosenVoice.name : voice;
+
+  function voiceCreated(created: CustomVoice): void {
+    setNewVoiceOpen(false);
+    setVoice(created.id);
+    setVoicesVersion((n) => n + 1);
+  }
+
+  async function deleteVoice(): Promise<void> {
+    if (!chosenVoice?.custom || !confirm(`Delete the voice “${chosenVoice.name}”? Requests that name it will fail.`)) return;
+    setVoicesError(null);
+    try {
+      await apiFetch(`/v1/audio/voices/${encodeURIComponent(chosenVoice.id)}`, { method: 'DELETE' });
+      setVoicesVersion((n) => n + 1);
+    } catch (failure) {
+      setVoicesError(failure);
+    }
+  }
 
   async function generate(event: Event): Promise<void> {
     event.preventDefault();
@@ -146,7 +172,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
       const blob = streaming ? await playWhileArriving(response, setStreamUrl) : await response.blob();
       // the server names each format's media type; the page keeps no table of its own
       const audio = new Blob([blob], { type: response.headers.get('content-type') ?? '' });
-      const filename = `${fileStem('voxd', model, voice || 'default')}.${format}`;
+      const filename = `${fileStem('voxd', model, voiceLabel || 'default')}.${format}`;
       setResult({ blob: audio, filename });
       setStreamUrl(null);
       const duration =
@@ -162,7 +188,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
           (duration !== null ? `, ${formatSeconds(duration)} of audio` : '') +
           (ignored ? `. The model ignored: ${ignored}` : ''),
       );
-      setHistory(await addToHistory({ text, model, voice, format, duration, createdAt: Date.now(), audio }));
+      setHistory(await addToHistory({ text, model, voice: voiceLabel, format, duration, createdAt: Date.now(), audio }));
     } catch (failure) {
       if (!controller.signal.aborted) setError(failure);
     } finally {
@@ -220,19 +246,49 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
             <ModelPicker id="speak-model" models={ttsModels} value={model} onChange={setModel} />
           </div>
           <div class="field grow">
-            <label for="speak-voice">Voice</label>
+            <div class="label-row">
+              <label for="speak-voice">Voice</label>
+              <button
+                type="button"
+                class="link"
+                disabled={!limits.cloning}
+                title={cloningReason ?? 'Make a voice from a sample'}
+                aria-expanded={newVoiceOpen}
+                onClick={() => setNewVoiceOpen((open) => !open)}
+              >
+                + New voice
+              </button>
+              {chosenVoice?.custom && (
+                <button type="button" class="link danger" title={`Delete the custom voice “${chosenVoice.name}”`} onClick={deleteVoice}>
+                  Delete
+                </button>
+              )}
+            </div>
             <select
               id="speak-voice"
               value={voice}
-              title={voices.find((v) => v.id === voice)?.name}
+              title={chosenVoice?.name}
               onChange={(e) => chooseVoice(e.currentTarget.value)}
               aria-describedby="speak-voice-error"
             >
-              {voices.map((v) => (
-                <option key={v.id} value={v.id}>
-                  {v.name}
-                </option>
-              ))}
+              {voices
+                .filter((v) => !v.custom)
+                .map((v) => (
+                  <option key={v.id} value={v.id}>
+                    {v.name}
+                  </option>
+                ))}
+              {voices.some((v) => v.custom) && (
+                <optgroup label="Custom voices">
+                  {voices
+                    .filter((v) => v.custom)
+                    .map((v) => (
+                      <option key={v.id} value={v.id}>
+                        {v.name}
+                      </option>
+                    ))}
+                </optgroup>
+              )}
             </select>
           </div>
           {limits.languages && limits.languages.length > 1 && (
@@ -333,6 +389,7 @@ export function SpeakView({ models, apiOnline }: { models: ModelInfo[]; apiOnlin
           <Player src={streamUrl ?? resultUrl} blob={result?.blob ?? null} label="Generated speech" autoPlay />
         )}
       </form>
+      {newVoiceOpen && <NewVoice onCreated={voiceCreated} onCancel={() => setNewVoiceOpen(false)} />}
       <History
         entries={history}
         onReplay={(entry) => setResult({ blob: entry.audio, filename: `${fileStem('voxd', entry.model, entry.voice)}.${entry.format}` })}

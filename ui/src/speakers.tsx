@@ -3,10 +3,10 @@
  * `known_speaker_references[]`, and what a diarized transcript shows: runs of one speaker, a colour per speaker
  * and each one's talk time.
  */
-import { useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
+import { ClipPicker, clipLengthProblem, type Clip } from './clip-picker';
 import { ErrorNote, formatSeconds } from './components';
-import { canCapture, dataUrl, MIC_RULE, useRecorder } from './media';
-import { decodeFirstChannel } from './waveform';
+import { dataUrl } from './media';
 
 /** The API's limits on known speakers (docs/api.md, "Diarized transcripts"): at most 4, each named by a clip of 2 to 10 s. */
 export const MAX_KNOWN_SPEAKERS = 4;
@@ -18,16 +18,12 @@ export interface KnownSpeaker {
   /** Keeps a row's recorder and inputs with it when another row is removed. */
   key: number;
   name: string;
-  clip: Blob | null;
-  /** The picked file's name, or "recording". */
-  clipName: string;
-  /** The clip's length as the browser decodes it; null until then, or when it cannot (the API judges it). */
-  seconds: number | null;
+  clip: Clip | null;
 }
 
 let nextKey = 0;
 export function emptySpeaker(): KnownSpeaker {
-  return { key: nextKey++, name: '', clip: null, clipName: '', seconds: null };
+  return { key: nextKey++, name: '', clip: null };
 }
 
 /** Why a row cannot be sent, or null when it can; a row with neither name nor clip is left out, not a problem. */
@@ -36,9 +32,8 @@ function rowProblem(row: KnownSpeaker, rows: KnownSpeaker[]): string | null {
   if (!name && !row.clip) return null;
   if (!name) return 'Name the speaker of this clip.';
   if (!row.clip) return `Choose or record a clip of ${name}.`;
-  if (row.seconds !== null && (row.seconds < CLIP_SECONDS.min || row.seconds > CLIP_SECONDS.max)) {
-    return `This clip lasts ${row.seconds.toFixed(1)} s; a speaker is named by a clip of ${CLIP_SECONDS.min} to ${CLIP_SECONDS.max} s.`;
-  }
+  const length = clipLengthProblem(row.clip, CLIP_SECONDS.min, CLIP_SECONDS.max, 'a speaker is named by');
+  if (length) return length;
   if (rows.slice(0, rows.indexOf(row)).some((other) => other.name.trim() === name)) return `Another speaker is already named ${name}.`;
   return null;
 }
@@ -53,7 +48,7 @@ export async function appendKnownSpeakers(body: FormData, rows: KnownSpeaker[]):
   const named = rows.filter((row) => row.clip && row.name.trim());
   for (const row of named) {
     body.append('known_speaker_names[]', row.name.trim());
-    body.append('known_speaker_references[]', await dataUrl(row.clip!));
+    body.append('known_speaker_references[]', await dataUrl(row.clip!.blob));
   }
   return named.map((row) => row.name.trim());
 }
@@ -112,32 +107,8 @@ function SpeakerRow({
   onChange: (change: Partial<KnownSpeaker>) => void;
   onRemove: () => void;
 }) {
-  const recorder = useRecorder();
   const [recordError, setRecordError] = useState<unknown>(null);
-  /** The clip being decoded: a later pick wins over an earlier one still decoding. */
-  const latest = useRef<Blob | null>(null);
   const problemId = `known-speaker-${row.key}-problem`;
-
-  function takeClip(clip: Blob, clipName: string): void {
-    latest.current = clip;
-    onChange({ clip, clipName, seconds: null });
-    decodeFirstChannel(clip).then(
-      (decoded) => latest.current === clip && onChange({ seconds: decoded.duration }),
-      () => undefined, // a format the browser cannot decode may still be one the API can
-    );
-  }
-
-  async function toggleRecording(): Promise<void> {
-    setRecordError(null);
-    try {
-      if (!recorder.recording) return await recorder.start(null);
-      const recording = await recorder.stop();
-      if (recording) takeClip(recording, 'recording');
-    } catch (failure) {
-      setRecordError(failure);
-    }
-  }
-
   return (
     <div class="known-speaker">
       <div class="known-speaker-fields">
@@ -152,33 +123,7 @@ function SpeakerRow({
           aria-describedby={problemId}
           onInput={(e) => onChange({ name: e.currentTarget.value })}
         />
-        <label class="button secondary small">
-          Choose clip
-          <input
-            type="file"
-            accept="audio/*,video/*,.wav,.mp3,.flac,.m4a,.ogg,.opus,.webm"
-            class="visually-hidden"
-            aria-label={`Clip of known speaker ${number}`}
-            onChange={(e) => {
-              const picked = e.currentTarget.files?.[0];
-              if (picked) takeClip(picked, picked.name);
-              e.currentTarget.value = ''; // the same file picked again still counts
-            }}
-          />
-        </label>
-        <button
-          type="button"
-          class={`small ${recorder.recording ? 'danger' : 'secondary'}`}
-          onClick={toggleRecording}
-          aria-pressed={recorder.recording}
-          disabled={!canCapture}
-          title={canCapture ? undefined : MIC_RULE}
-        >
-          {recorder.recording ? '■ Stop' : '● Record'}
-        </button>
-        <span class="hint known-speaker-clip" title={row.clipName}>
-          {row.clip ? `${row.clipName}${row.seconds !== null ? ` · ${row.seconds.toFixed(1)} s` : ''}` : 'no clip'}
-        </span>
+        <ClipPicker label={`Clip of known speaker ${number}`} clip={row.clip} onClip={(clip) => onChange({ clip })} onRecordError={setRecordError} />
         <button type="button" class="secondary small" onClick={onRemove} aria-label={`Remove known speaker ${number}`}>
           Remove
         </button>
