@@ -14,8 +14,10 @@ import type { RouteContext } from './context.js';
 const voiceFields = z.object({
   name: z.string(),
   consent: z.string().trim().min(1).optional(),
-  // extensions: what the sample says (cloning models that read it), and the vendor's voice-design fields refused
+  // extensions: what the sample says (cloning models that read it), a model that encodes the voice at once, and the
+  // vendor's voice-design fields refused
   ref_text: z.string().optional(),
+  model: z.string().trim().min(1).optional(),
   type: z.literal('audio_sample', { error: 'only type=audio_sample voices are made here; prompt voices are not' }).optional(),
 });
 
@@ -49,9 +51,8 @@ export function mountVoiceRoutes(http: HttpServer, { tts, customVoices }: RouteC
   });
   http.route('POST', '/v1/audio/voices', async (req, reply) => {
     const { fields, file } = await uploaded(req, 'audio_sample', voiceFields);
-    reply.json(
-      shown(await customVoices.create({ name: fields.name, sample: file, consent: fields.consent ?? null, refText: fields.ref_text ?? null }, req.signal)),
-    );
+    const voice = { name: fields.name, sample: file, consent: fields.consent ?? null, refText: fields.ref_text ?? null };
+    reply.json(shown(await tts.createVoice(voice, fields.model ?? null, req.signal)));
   });
   http.route('GET', '/v1/audio/voices/:id', async (req, reply) => reply.json(shown(await customVoices.voice(req.params.id ?? ''))));
   http.route('DELETE', '/v1/audio/voices/:id', async (req, reply) => reply.json(await customVoices.deleteVoice(req.params.id ?? '', req.signal)));

@@ -1,5 +1,6 @@
 /**
- * Custom voices and their consents over HTTP (docs/api.md, "Custom voices"): the vendor's shapes, bad input as 4xx
+ * Custom voices and their consents over HTTP (docs/api.md, "Custom voices"), through the official SDK where it has the
+ * call (audio.voices, audio.voiceConsents) and raw HTTP otherwise: the vendor's shapes, bad input as 4xx
  * with nothing left on disk, speaking with a voice as with the same ref_audio (sample for sample, on a random-weight
  * Pocket TTS), a restart, and two instances sharing one directory.
  */
@@ -11,7 +12,9 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { makeTiny, pcmOf, post as speak } from '../helpers/ggml-tts.js';
 import { JFK_WAV, SHARED } from '../helpers/paths.js';
-import { expectEnvelope, startTestServer, type TestServer } from '../helpers/server.js';
+import { toFile } from 'openai';
+import type { VoiceCreateParams } from 'openai/resources/audio/voices';
+import { expectEnvelope, sdk, startTestServer, type TestServer } from '../helpers/server.js';
 import { readWavMono, wavBytes } from '../helpers/wav.js';
 
 const JFK = fs.readFileSync(JFK_WAV);
@@ -56,42 +59,38 @@ describe('custom voices over HTTP', () => {
     server = await start();
   });
 
-  it('records consents, lists them a page at a time, renames and deletes them', async () => {
-    const made = await consent(server.base, 'Kennedy');
+  it('records consents, lists them a page at a time, renames and deletes them (the SDK)', async () => {
+    const client = sdk(server.base);
+    const recording = (): Promise<File> => toFile(JFK, 'consent.wav');
+    const made = await client.audio.voiceConsents.create({ name: 'Kennedy', language: 'en-US', recording: await recording() });
     assert.match(made.id, /^cons_[0-9a-f]{24}$/);
-    const got = (await (await call(server.base, 'GET', `/v1/audio/voice_consents/${made.id}`)).json()) as Record<string, unknown>;
+    const got = await client.audio.voiceConsents.retrieve(made.id);
     assert.deepEqual(Object.keys(got).sort(), ['created_at', 'id', 'language', 'name', 'object']);
-    assert.equal(got.object, 'audio.voice_consent');
-    const second = await consent(server.base, 'Reader');
-    const page = (await (await call(server.base, 'GET', '/v1/audio/voice_consents?limit=1')).json()) as {
-      data: { id: string }[];
-      has_more: boolean;
-      last_id: string;
-    };
-    assert.deepEqual([page.data.map((c) => c.id), page.has_more], [[made.id], true]);
-    const next = (await (await call(server.base, 'GET', `/v1/audio/voice_consents?limit=1&after=${page.last_id}`)).json()) as {
-      data: { id: string }[];
-      has_more: boolean;
-    };
-    assert.deepEqual([next.data.map((c) => c.id), next.has_more], [[second.id], false]);
-    const renamed = (await (await call(server.base, 'POST', `/v1/audio/voice_consents/${second.id}`, { name: 'The reader' })).json()) as { name: string };
-    assert.equal(renamed.name, 'The reader');
-    assert.deepEqual(await (await call(server.base, 'DELETE', `/v1/audio/voice_consents/${second.id}`)).json(), {
-      id: second.id,
-      object: 'audio.voice_consent',
-      deleted: true,
-    });
+    assert.deepEqual([got.object, got.name, got.language], ['audio.voice_consent', 'Kennedy', 'en-US']);
+    const second = await client.audio.voiceConsents.create({ name: 'Reader', language: 'en-GB', recording: await recording() });
+    const page = await client.audio.voiceConsents.list({ limit: 1 });
+    assert.deepEqual([page.data.map((c) => c.id), page.hasNextPage()], [[made.id], true]);
+    const next = await page.getNextPage();
+    assert.deepEqual([next.data.map((c) => c.id), next.hasNextPage()], [[second.id], false]);
+    // the SDK's auto-pagination walks every page
+    const all: string[] = [];
+    for await (const c of client.audio.voiceConsents.list({ limit: 1 })) all.push(c.id);
+    assert.deepEqual(all, [made.id, second.id]);
+    assert.equal((await client.audio.voiceConsents.update(second.id, { name: 'The reader' })).name, 'The reader');
+    assert.deepEqual(await client.audio.voiceConsents.delete(second.id), { id: second.id, object: 'audio.voice_consent', deleted: true });
     await expectEnvelope(await call(server.base, 'GET', `/v1/audio/voice_consents/${second.id}`), 404, 'not_found');
     await expectEnvelope(await call(server.base, 'GET', '/v1/audio/voice_consents/nope'), 400, 'invalid_request', 'consent_id');
   });
 
-  it('makes a voice that speaks as the same ref_audio does, sample for sample, and deletes it', async () => {
+  it('makes a voice (the SDK) that speaks as the same ref_audio does, sample for sample, and deletes it', async () => {
+    const client = sdk(server.base);
     const { id: consentId } = await consent(server.base, 'Kennedy');
-    const response = await createVoice(server.base, { name: 'Kennedy', consent: consentId, ref_text: 'And so, my fellow Americans' });
-    assert.equal(response.status, 200, await response.clone().text());
-    const voice = (await response.json()) as { id: string; object: string; name: string; type: string; created_at: number };
+    // ref_text is voxd's extension: the SDK sends the body's other fields as they are
+    const params = { name: 'Kennedy', consent: consentId, audio_sample: await toFile(JFK, 'jfk.wav'), ref_text: 'And so, my fellow Americans' };
+    const voice = await client.audio.voices.create(params as VoiceCreateParams);
     assert.match(voice.id, /^voice_[0-9a-f]{24}$/);
     assert.deepEqual([voice.object, voice.name, voice.type], ['audio.voice', 'Kennedy', 'audio_sample']);
+    assert.equal((voice as typeof voice & { ref_text: string }).ref_text, 'And so, my fellow Americans');
 
     const input = 'Speaking with a voice made once.';
     const byRef = await pcmOf(server.base, { model, input, seed: 5, ref_audio: `data:audio/wav;base64,${JFK.toString('base64')}` });
@@ -109,11 +108,7 @@ describe('custom voices over HTTP', () => {
     assert.ok(!flite.data.some((v) => v.id === voice.id), 'a model that cannot clone does not');
     await expectEnvelope(await speak(server.base, { model: 'flite', input, voice: voice.id }), 400, 'invalid_request', 'voice');
 
-    assert.deepEqual(await (await call(server.base, 'DELETE', `/v1/audio/voices/${voice.id}`)).json(), {
-      id: voice.id,
-      object: 'audio.voice.deleted',
-      deleted: true,
-    });
+    assert.deepEqual(await client.audio.voices.delete(voice.id), { id: voice.id, object: 'audio.voice.deleted', deleted: true });
     await expectEnvelope(await call(server.base, 'GET', `/v1/audio/voices/${voice.id}`), 404, 'not_found');
     await expectEnvelope(await call(server.base, 'DELETE', `/v1/audio/voices/${voice.id}`), 404, 'not_found');
     await expectEnvelope(await speak(server.base, { model, input, voice: voice.id }), 400, 'invalid_request', 'voice');
@@ -141,6 +136,9 @@ describe('custom voices over HTTP', () => {
     await expectEnvelope(await createVoice(server.base, { name: 'Reader', consent: consentId }, null), 400, 'invalid_request', 'audio_sample');
     await expectEnvelope(await createVoice(server.base, { name: 'Reader', consent: consentId, type: 'prompt' }), 400, 'invalid_request', 'type');
     await expectEnvelope(await createVoice(server.base, { name: ' ', consent: consentId }), 400, 'invalid_request', 'name');
+    // a model named to encode the voice at once must exist and clone
+    await expectEnvelope(await createVoice(server.base, { name: 'Reader', consent: consentId, model: 'flite' }), 400, 'invalid_request', 'model');
+    await expectEnvelope(await createVoice(server.base, { name: 'Reader', consent: consentId, model: 'no-such-model' }), 404, 'model_not_found');
     assert.equal((await createVoice(server.base, { name: 'Reader', consent: consentId }, READER)).status, 200);
     await expectEnvelope(await createVoice(server.base, { name: 'Reader', consent: consentId }, READER), 400, 'invalid_request', 'name');
     await expectEnvelope(await call(server.base, 'GET', '/v1/audio/voices/voice_x'), 400, 'invalid_request', 'voice_id');
@@ -169,10 +167,16 @@ describe('custom voices over HTTP', () => {
     assert.equal(((await (await call(fresh.base, 'GET', `/v1/audio/voices/${made.id}`)).json()) as { name: string }).name, 'Shared');
   });
 
-  it('takes voices without consent when the server does not require it', async () => {
+  it('takes voices without consent when the server does not require it, and encodes one at once for a model', async () => {
     const lax = await start({ requireVoiceConsent: 'off' });
     const response = await createVoice(lax.base, { name: 'No consent' }, READER);
     assert.equal(response.status, 200, await response.clone().text());
     assert.equal(((await response.json()) as { consent: string | null }).consent, null);
+    // encoded at once by the model named (voxd's extension): it speaks as the same ref_audio does
+    const eager = await createVoice(lax.base, { name: 'Eager', model }, READER);
+    assert.equal(eager.status, 200, await eager.clone().text());
+    const input = 'Encoded when it was made.';
+    const byRef = await pcmOf(lax.base, { model, input, seed: 2, ref_audio: `data:audio/wav;base64,${READER.toString('base64')}` });
+    assert.ok((await pcmOf(lax.base, { model, input, seed: 2, voice: 'Eager' })).equals(byRef));
   });
 });

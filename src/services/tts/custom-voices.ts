@@ -56,11 +56,19 @@ export interface CustomVoiceOptions {
   requireConsent: boolean;
 }
 
+/** What POST /v1/audio/voices gives for a new voice. */
+export interface NewVoiceFields {
+  name: string;
+  sample: Buffer;
+  consent: string | null;
+  refText: string | null;
+}
+
 export class CustomVoices {
   constructor(private readonly options: CustomVoiceOptions) {}
 
   /** A new voice from an uploaded sample (any audio format, 2 to 30 s). */
-  async create(fields: { name: string; sample: Buffer; consent: string | null; refText: string | null }, signal: AbortSignal): Promise<CustomVoice> {
+  async create(fields: NewVoiceFields, signal: AbortSignal): Promise<CustomVoice> {
     const name = checkName(fields.name);
     if (this.options.requireConsent && !fields.consent) {
       throw new ApiError('invalid_request', 'a voice needs the consent of its speaker: create one at /v1/audio/voice_consents and name it in consent', {

@@ -10,7 +10,7 @@ import { contentTypeOf, createEncoder, encodeAudio, fileExtensionOf, type AudioE
 import { concatSamples } from '../../engines/samples.js';
 import { callbackStream } from '../callback-stream.js';
 import type { ModelLease, ModelRegistry } from '../registry.js';
-import type { CustomVoice, CustomVoices } from './custom-voices.js';
+import type { CustomVoice, CustomVoices, NewVoiceFields } from './custom-voices.js';
 import { loadReferenceAudio } from './reference.js';
 import { splitSentences } from './sentences.js';
 import type { Synthesizer } from './synthesizer.js';
@@ -173,6 +173,47 @@ export class SpeechService {
       lease.release();
       throw error;
     }
+  }
+
+  /**
+   * A new custom voice (POST /v1/audio/voices). With `model` (voxd's extension), which must clone, the model encodes
+   * the voice at once, by speaking one frame with it through the usual path, so its first request costs what later
+   * ones do; a voice the model cannot encode is not kept.
+   */
+  async createVoice(fields: NewVoiceFields, model: string | null, signal: AbortSignal): Promise<CustomVoice> {
+    const { customVoices } = this.options;
+    if (!model) return customVoices.create(fields, signal);
+    // the model is checked before anything is written
+    using lease = await this.options.registry.acquire<TtsModel>(model, 'tts', signal);
+    if (!lease.model.capabilities.cloning) {
+      throw new ApiError('invalid_request', `model ${model} cannot clone voices, so it cannot encode one; use a model that does (Pocket TTS, Qwen3-TTS base)`, {
+        param: 'model',
+      });
+    }
+    const voice = await customVoices.create(fields, signal);
+    try {
+      const first: SpeechRequest = {
+        model,
+        input: 'Hello.',
+        voice: voice.id,
+        speed: 1,
+        language: 'en',
+        format: 'pcm',
+        temperature: null,
+        maxTokens: 1,
+        seed: null,
+        referenceAudio: null,
+        referenceText: null,
+        instructions: null,
+      };
+      using prepared = await this.prepare(first, signal);
+      await prepared.whole();
+    } catch (error) {
+      // not kept half-made: the client sees the failure and may send the voice again (the deletion runs to its end)
+      await customVoices.deleteVoice(voice.id, new AbortController().signal);
+      throw error;
+    }
+    return voice;
   }
 
   /** The custom voice a request names (by ID or name; the model's own voices come first), checked against the model. */
