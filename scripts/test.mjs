@@ -59,8 +59,10 @@ if (testDeps.length) {
   }
 }
 // the suites that talk HTTP or WebSocket to a server run a second time on node:http when voxd's own choice is
-// uWebSockets.js, so both transports are held to the same tests (where uWS does not load, node:http is the choice)
-const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api', 'ui', 'ui-server'];
+// uWebSockets.js, so both transports are held to the same tests (where uWS does not load, node:http is the choice).
+// The browser suite runs once: what it needs of a transport (the page's serving, CORS, streamed bodies, the
+// realtime socket) is held to both by ui-server, speech and realtime, and a second browser pass cost 85 s of CI.
+const TRANSPORT_SUITES = ['http-core', 'websocket', 'robustness', 'realtime', 'vad-transcription', 'speech', 'transcriptions', 'models-api', 'ui-server'];
 const autoTransport = spawnSync(
   process.execPath,
   [
