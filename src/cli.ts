@@ -1,5 +1,8 @@
 #!/usr/bin/env node
-/** The `voxd` command: `voxd serve` (default) runs the API server; `voxd ui` the web interface. */
+/**
+ * The `voxd` command: `voxd serve` (default) runs the API server; `voxd ui` the web interface; `voxd pull`, `voxd
+ * models` and `voxd rm` fetch, list and remove models in the hub cache.
+ */
 import './threadpool.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,6 +22,7 @@ import {
   type Setting,
 } from './config.js';
 import { createLogger, closeLogger, type Logger } from './logger.js';
+import { listModels, pullModel, removeModel } from './model-commands.js';
 import { loadNative, NativeLoadError } from './native/load.js';
 import { startServer } from './server.js';
 import { startUiServer } from './ui/server.js';
@@ -81,6 +85,31 @@ function uiCommand(): Command {
       );
     },
   );
+}
+
+/**
+ * `voxd pull`, `voxd models`, `voxd rm`: they read the server's variables (the hub cache, offline mode, the download
+ * timeout) and take the model as an argument; a failure is one line and exit 1.
+ */
+function modelCommands(): Command[] {
+  const run = (work: (config: Config) => Promise<void>): Promise<void> =>
+    work(orExplain(() => resolveConfig({}))).catch((error: unknown) => fail(`voxd: ${error instanceof Error ? error.message : String(error)}`, 1));
+  const model = '<model>';
+  const modelHelp = 'a catalog name (`voxd models` lists them) or a hub ID (owner/repo, owner/repo/file, owner/repo:QUANT)';
+  return [
+    new Command('pull')
+      .description('download a model into the hub cache the server uses, resuming an interrupted download; prints its path and size')
+      .argument(model, modelHelp)
+      .action((id: string) => run((config) => pullModel(id, config))),
+    new Command('models')
+      .description('list the catalog (what is in the hub cache marked), other cached models, and what a running server has loaded')
+      .option('--api-url <url>', 'the running server to ask', 'http://127.0.0.1:8000')
+      .action((options: { apiUrl: string }) => run((config) => listModels(config, options.apiUrl.replace(/\/+$/, '')))),
+    new Command('rm')
+      .description("delete a model's files from the hub cache")
+      .argument(model, modelHelp)
+      .action((id: string) => run((config) => removeModel(id, config))),
+  ];
 }
 
 /** The validated settings, or exit 2 with the one line naming the flag or variable at fault. */
@@ -191,6 +220,7 @@ const program = new Command('voxd')
   .version(pkg.version)
   .addCommand(serveCommand(), { isDefault: true })
   .addCommand(uiCommand());
+for (const command of modelCommands()) program.addCommand(command);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   fail(`voxd: ${error instanceof Error ? error.message : String(error)}`, 1);

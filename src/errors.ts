@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   not_found: { status: 404, type: 'invalid_request_error' },
   origin_not_allowed: { status: 403, type: 'invalid_request_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  download_cancelled: { status: 409, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
@@ -25,6 +26,8 @@ export const ERROR_CODES = {
   too_many_uploads: { status: 503, type: 'server_error' },
   job_timeout: { status: 504, type: 'server_error' },
   model_download_failed: { status: 502, type: 'server_error' },
+  insufficient_storage: { status: 507, type: 'server_error' },
+  insufficient_memory: { status: 507, type: 'server_error' },
   server_error: { status: 500, type: 'server_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 

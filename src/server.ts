@@ -30,7 +30,10 @@ import { mountSpeechRoutes } from './routes/speech.js';
 import { mountVoiceRoutes } from './routes/voices.js';
 import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { UploadBudget } from './services/audio/upload-budget.js';
+import { Catalog } from './services/catalog.js';
+import { CATALOG_MODELS } from './services/catalog-models.js';
 import { defaultHubCacheDir, HubClient } from './services/hub.js';
+import { ModelFiles } from './services/model-files.js';
 import { CustomVoices } from './services/tts/custom-voices.js';
 import { Gauge, Metrics } from './services/metrics.js';
 import { ModelRegistry } from './services/registry.js';
@@ -71,6 +74,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     progressBar: true,
     inactivityTimeoutMs: config.downloadTimeoutS * 1000,
   });
+  const files = new ModelFiles({ hub, logger, modelsDirs: config.modelsDirs, fallbacks: { [DEFAULT_VAD_MODEL]: shippedVadModel } });
   const registry = new ModelRegistry({
     engines: [
       sileroVadEngine,
@@ -80,14 +84,14 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       createGgmlTtsEngine({ voicesDir: config.voicesDir, maxBatchSize: config.ttsMaxBatchSize }),
       kokoroEngine,
     ],
-    hub,
+    files,
+    catalog: new Catalog(CATALOG_MODELS, hub),
     logger,
     metrics,
     modelsDirs: config.modelsDirs,
     defaults: { stt: config.sttModel, tts: config.ttsModel, vad: config.vadModel },
     maxLoaded: config.maxLoadedModels,
     idleTtlMs: config.modelIdleTtl * 1000,
-    fallbacks: { [DEFAULT_VAD_MODEL]: shippedVadModel },
     builtins: {
       [SPHINX_MODEL_ID]: { task: 'stt', engine: SPHINX_ENGINE, load: (id) => loadSphinxModel(id) },
       [FLITE_MODEL_ID]: { task: 'tts', engine: FLITE_ENGINE, load: (id) => loadFliteModel(id) },

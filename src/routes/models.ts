@@ -27,6 +27,8 @@ export function mountModelRoutes(http: HttpServer, { registry, config }: RouteCo
     const available = req.rawQuery !== '' && ['true', '1'].includes((req.query.get('available') ?? '').toLowerCase());
     if (available) return reply.json({ object: 'list', data: registry.list(true) });
     const version = registry.listVersion;
+    // while a model is on its way its progress changes by the second: nothing is kept
+    if (version === null) return reply.json({ object: 'list', data: registry.list(false) });
     if (listed?.version !== version) listed = { version, body: Buffer.from(JSON.stringify({ object: 'list', data: registry.list(false) })) };
     reply.send(listed.body, 'application/json');
   });
@@ -37,6 +39,8 @@ export function mountModelRoutes(http: HttpServer, { registry, config }: RouteCo
 
   http.route('POST', '/v1/models', async (req, reply) => {
     const name = await modelName(req, jsonLimitBytes);
+    // asked for (Accept: text/event-stream): the download's progress as it goes, then the model
+    if ((req.header('accept') ?? '').includes('text/event-stream')) return reply.stream('sse', registry.loadEvents(name, req.signal));
     const model = await registry.load(name, { signal: req.signal });
     reply.json({ status: 'success', message: `Model ${name} added successfully`, model });
   });

@@ -13,13 +13,16 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { HubApi, type FileMetadata } from './hub/api.js';
 import { HubCacheLayout } from './hub/cache-layout.js';
+import { ensureFreeSpace } from './hub/disk-space.js';
 import { DEFAULT_REVISION, HubError, subjectName, validateSubject, type Subject } from './hub/errors.js';
 import { blobHashOf, hashMismatch } from './hub/integrity.js';
 import { SharedDownloads } from './hub/shared-download.js';
+import type { DownloadTracker } from './hub/tracker.js';
 import type { HubCachedRepo, HubFile, HubLogger } from './hub/types.js';
 
 export { defaultHubCacheDir } from './hub/cache-layout.js';
 export { HubError, type HubErrorKind } from './hub/errors.js';
+export { DownloadTracker, type DownloadState } from './hub/tracker.js';
 export type { HubCachedRepo, HubFile, HubLogger } from './hub/types.js';
 
 export interface HubOptions {
@@ -54,8 +57,8 @@ export class HubClient {
     this.downloads = new SharedDownloads(this.api, options);
   }
 
-  /** Local path (snapshot symlink path) of one file of a repo, downloading it if needed. */
-  async downloadFile(repo: string, file: string, opts: { revision?: string; signal?: AbortSignal } = {}): Promise<string> {
+  /** Local path (snapshot symlink path) of one file of a repo, downloading it if needed; `tracker` follows its bytes. */
+  async downloadFile(repo: string, file: string, opts: { revision?: string; signal?: AbortSignal; tracker?: DownloadTracker } = {}): Promise<string> {
     const subject = { repo, file, revision: opts.revision ?? DEFAULT_REVISION };
     validateSubject(subject);
     const cached = (): string | null => this.cache.cachedFile(subject);
@@ -68,6 +71,7 @@ export class HubClient {
       return this.fallBackToCache(error, cached(), subject);
     }
     const blobPath = this.cache.blobPath(repo, metadata.etag);
+    opts.tracker?.add(blobPath, metadata.size);
     await this.downloads.download({ subject, url: metadata.downloadUrl, blobPath, size: metadata.size, hash: blobHashOf(metadata.etag) }, opts.signal);
     return this.cache.addToSnapshot(subject, metadata.commit, blobPath);
   }
@@ -85,11 +89,29 @@ export class HubClient {
     }
   }
 
+  /** Refuses (HubError 'disk_full') before `bytes` more are downloaded into a cache whose disk cannot hold them. */
+  ensureFreeSpace(bytes: number, what: string): Promise<void> {
+    return ensureFreeSpace(this.options.cacheDir, bytes, what);
+  }
+
   /** The cached path of a file if it is fully in the cache (no network), else null. */
   cachedFile(repo: string, file: string, revision: string = DEFAULT_REVISION): string | null {
     const subject = { repo, file, revision };
     validateSubject(subject);
     return this.cache.cachedFile(subject);
+  }
+
+  /** The files of a repository's cached snapshot (no network), or null when it has none. */
+  cachedListing(repo: string, revision: string = DEFAULT_REVISION): HubFile[] | null {
+    const subject = { repo, revision };
+    validateSubject(subject);
+    return this.cache.cachedListing(subject);
+  }
+
+  /** Deletes a file from every cached snapshot of its repository, and its blobs no other file uses; bytes freed, or null when it was not cached. */
+  removeCachedFile(repo: string, file: string): Promise<number | null> {
+    validateSubject({ repo, file, revision: DEFAULT_REVISION });
+    return this.cache.removeFile(repo, file);
   }
 
   /** Every repo in the cache with the files of its newest snapshot. */

@@ -5,12 +5,16 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ApiError } from '../errors.js';
 import type { Engine, LoadedModel, ModelTask, ResolvedModel, SeparatorModel, SttModel } from '../engines/types.js';
 import type { Logger } from '../logger.js';
-import { HubError, type HubClient, type HubFile } from './hub.js';
+import type { Catalog, CatalogEntry } from './catalog.js';
+import { DownloadTracker } from './hub.js';
+import { ensureMemoryFor } from './memory.js';
 import type { Metrics } from './metrics.js';
-import { normaliseModelId, parseModelId, type ModelRef } from './model-id.js';
+import type { ModelFiles } from './model-files.js';
+import { normaliseModelId, parseModelId } from './model-id.js';
 import { Gauge } from './metrics.js';
 import { SharedWork } from './shared-work.js';
 
@@ -35,9 +39,28 @@ export interface ModelInfo {
   /** For a loaded STT model: whether it times words (`timestamp_granularities[]=word`) and translates. */
   word_timestamps?: boolean;
   translates?: boolean;
-  /** For a loaded model with files: their size on disk, in bytes (built-in models have none). */
+  /** For a loaded model with files: their size on disk, in bytes (built-in models have none); for a catalog model, its download. */
   size_bytes?: number;
+  /** Where a model asked for stands: its files downloading, its engine loading, or loaded. */
+  state?: 'downloading' | 'loading' | 'loaded';
+  /** While it downloads: the bytes of its files on disk, their total, and the seconds left (null until there is a rate). */
+  bytes?: number;
+  total?: number;
+  eta?: number | null;
+  /** For a catalog model (docs/models.md, "Catalog"): what the catalog says of it, and whether its files are all in the cache. */
+  cached?: boolean;
+  memory_bytes?: number;
+  languages?: string;
+  license?: string;
+  description?: string;
 }
+
+/** POST /v1/models's server-sent events: the load's progress, then the model loaded. */
+export type LoadEvent =
+  ({ type: 'model.progress'; id: string } & Pick<ModelInfo, 'state' | 'bytes' | 'total' | 'eta'>) | { type: 'model.loaded'; model: ModelInfo };
+
+/** How often a load's progress is sent. */
+const PROGRESS_INTERVAL_MS = 500;
 
 /** A model held for one request or session; `using` releases it when the scope ends. Releasing twice is harmless. */
 export interface ModelLease<M extends LoadedModel = LoadedModel> extends Disposable {
@@ -52,12 +75,12 @@ export interface BuiltinModel {
   load(id: string): Promise<LoadedModel>;
 }
 
-/** Builds a model file locally when its hub download cannot be reached (e.g. the default VAD from ONNX). */
-export type OfflineFallback = () => Promise<string>;
-
 export interface RegistryOptions {
   engines: Engine[];
-  hub: HubClient;
+  /** Finds (downloads) a model ID's files. */
+  files: ModelFiles;
+  /** Short names of recommended models, accepted wherever a model ID is. */
+  catalog: Catalog;
   logger: Logger;
   metrics: Metrics;
   modelsDirs: string[];
@@ -65,7 +88,6 @@ export interface RegistryOptions {
   defaults: { stt: string | null; tts: string | null; vad: string };
   maxLoaded: number;
   idleTtlMs: number;
-  fallbacks?: Record<string, OfflineFallback>;
   /** Reserved IDs of built-in models (an existing local path of the same name still wins). */
   builtins?: Record<string, BuiltinModel>;
 }
@@ -85,23 +107,10 @@ interface Entry {
   loadOrder: number;
   /** Size of the model's files on disk; null for a built-in model. */
   bytes: number | null;
-}
-
-const MODEL_FILE = /\.(bin|gguf)$/i;
-const GGUF_FILE = /\.gguf$/i;
-const GGML_FILE = /\.bin$/i;
-const PROJECTOR_FILE = /(^|\/)mmproj[^/]*\.gguf$/i;
-const TORCH_FILE = /\.pth$/i;
-/** What a PyTorch checkpoint needs beside it in its repository (Kokoro's layout): its config and its voice packs. */
-const TORCH_COMPANION = /^(config\.json|voices\/[^/]+\.(pt|bin))$/i;
-
-/**
- * Whether a file's path carries a tag (a quantisation such as `q8_0`) as a whole word, in any case: `f16` is in
- * `model-f16.bin` but not in `model-bf16.bin`, `Q4_K` is in `model-Q4_K_M.gguf`.
- */
-function carriesTag(filePath: string, tag: string): boolean {
-  const escaped = tag.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`(^|[^a-z0-9])${escaped}($|[^a-z0-9])`, 'i').test(filePath);
+  /** Until loaded: its files downloading, then its engine loading. */
+  phase: 'downloading' | 'loading';
+  /** Its download's bytes so far. */
+  tracker: DownloadTracker;
 }
 
 export class ModelRegistry {
@@ -127,11 +136,14 @@ export class ModelRegistry {
     this.sweeper = options.idleTtlMs > 0 ? setInterval(() => this.evictIdle(), Math.min(30_000, Math.max(1000, options.idleTtlMs / 2))).unref() : null;
   }
 
-  /** Replaces a vendor alias by the configured default model; other IDs pass through normalised. */
+  /**
+   * Replaces a vendor alias by the configured default model and a catalog name by its model ID (the default may be a
+   * catalog name too); other IDs pass through normalised.
+   */
   resolveAlias(rawId: string): string {
     const id = normaliseModelId(rawId);
     const kind = (STT_ALIASES as readonly string[]).includes(id) ? 'stt' : (TTS_ALIASES as readonly string[]).includes(id) ? 'tts' : null;
-    if (!kind) return id;
+    if (!kind) return this.catalogTarget(id) ?? id;
     const target = this.options.defaults[kind];
     if (!target) {
       const flag = kind === 'stt' ? '--stt-model' : '--tts-model';
@@ -139,7 +151,13 @@ export class ModelRegistry {
         param: 'model',
       });
     }
-    return target;
+    return this.catalogTarget(target) ?? target;
+  }
+
+  /** The model ID a catalog name stands for; null for any other ID (a local path of the same name wins). */
+  private catalogTarget(id: string): string | null {
+    const entry = this.options.catalog.find(id);
+    return entry && parseModelId(id, this.options.modelsDirs)?.kind !== 'local' ? entry.id : null;
   }
 
   /**
@@ -187,10 +205,36 @@ export class ModelRegistry {
     return this.describeEntry(entry);
   }
 
-  /** DELETE /v1/models: removes the model from the registry; frees it now, or when its last request ends. */
+  /**
+   * POST /v1/models with progress: the load's state every PROGRESS_INTERVAL_MS while it downloads or loads, then the
+   * model. `signal` as for `acquire`.
+   */
+  async *loadEvents(rawId: string, signal: AbortSignal): AsyncGenerator<LoadEvent> {
+    const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
+    const loading = this.load(rawId, { signal });
+    let settled = false;
+    const done = loading.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    while (!settled) {
+      if (!entry.model) yield { type: 'model.progress', id: entry.id, ...this.progressOf(entry) };
+      await Promise.race([done, delay(PROGRESS_INTERVAL_MS)]);
+    }
+    yield { type: 'model.loaded', model: await loading };
+  }
+
+  /**
+   * DELETE /v1/models: removes the model from the registry; frees it now, or when its last request ends. A model
+   * still downloading has its download cancelled (the partial files stay, and the next load resumes them).
+   */
   async unload(rawId: string): Promise<void> {
     const id = this.canonicalId(this.resolveAlias(rawId));
     const entry = this.entries.get(id);
+    if (entry && !entry.model) {
+      if (entry.phase === 'downloading' && entry.loading.cancel()) return;
+      throw new ApiError('invalid_request', `model ${rawId} is loading (its download is done); unload it once it is loaded`, { param: 'model_name' });
+    }
     if (!entry?.model) throw new ApiError('model_not_found', `model ${rawId} is not loaded`, { param: 'model_name' });
     this.entries.delete(id);
     this.changes++;
@@ -198,30 +242,41 @@ export class ModelRegistry {
     if (entry.refs === 0) await this.dispose(entry);
   }
 
-  /** GET /v1/models/{id}: a loaded model, an alias, or a model in the local cache; never downloads. */
+  /**
+   * GET /v1/models/{id}: a loaded model or one on its way (with its progress), an alias, a catalog name, or a model in
+   * the local cache; never downloads.
+   */
   describe(rawId: string): ModelInfo {
     const id = normaliseModelId(rawId);
-    const target = (STT_ALIASES as readonly string[]).includes(id) || (TTS_ALIASES as readonly string[]).includes(id) ? this.resolveAlias(id) : null;
+    const named = (STT_ALIASES as readonly string[]).includes(id) || (TTS_ALIASES as readonly string[]).includes(id) || this.catalogTarget(id) !== null;
+    const target = named ? this.resolveAlias(id) : null;
     const key = this.canonicalIdOrNull(target ?? id);
     const entry = key === null ? undefined : this.entries.get(key);
-    if (entry?.model) return { ...this.describeEntry(entry), ...(target ? { id, target: entry.id } : {}) };
-    if (target) return { ...this.unloadedInfo(id), target };
+    const catalog = this.catalogTarget(id) === null ? {} : this.catalogInfo(this.options.catalog.find(id) as CatalogEntry);
+    if (entry) return { ...catalog, ...this.describeEntry(entry), ...(target ? { id, target: entry.id } : {}) };
+    if (target) return { ...this.unloadedInfo(id), ...catalog, target };
     const cached = this.availableInfos().find((info) => info.id === id);
     if (cached) return cached;
     throw new ApiError('model_not_found', `model ${id} is not loaded and not in the local cache`, { param: 'model' });
   }
 
-  /** GET /v1/models: loaded models; with `available`, also aliases and models in the local cache. */
+  /**
+   * GET /v1/models: loaded models and those on their way (with their progress); with `available`, also aliases,
+   * catalog models and models in the local cache.
+   */
   list(available: boolean): ModelInfo[] {
-    const loaded = [...this.entries.values()].filter((e) => e.model).map((e) => this.describeEntry(e));
-    if (!available) return loaded;
-    const seen = new Set(loaded.map((m) => m.id));
-    return [...loaded, ...this.availableInfos().filter((m) => !seen.has(m.id))];
+    const current = [...this.entries.values()].filter((e) => !e.retired).map((e) => this.describeEntry(e));
+    if (!available) return current;
+    const seen = new Set(current.map((m) => m.id));
+    return [...current, ...this.availableInfos().filter((m) => !seen.has(m.id))];
   }
 
-  /** Changes whenever `list(false)` may have: a model loaded, unloaded or evicted. Lets a caller keep what it made of the list. */
-  get listVersion(): number {
-    return this.changes;
+  /**
+   * Changes whenever `list(false)` may have: a model asked for, loaded, unloaded or evicted; null while one is on its
+   * way (its progress changes by the second). Lets a caller keep what it made of the list.
+   */
+  get listVersion(): number | null {
+    return [...this.entries.values()].some((e) => !e.model) ? null : this.changes;
   }
 
   /** Loads `--preload` models and keeps them resident (exempt from LRU and TTL eviction). */
@@ -270,12 +325,14 @@ export class ModelRegistry {
     if (existing && !(existing.model === null && existing.loading.abandoned)) return existing;
     const created: Entry = {
       id,
-      // runs on once `created` is set: loadModel settles asynchronously
+      // starts a microtask later, once `created` is set (the load keeps its progress there)
       loading: new SharedWork((signal, uncancellable) =>
-        this.loadModel(id, signal, uncancellable).then(
-          (loaded) => this.loaded(created, loaded),
-          (error: unknown) => this.loadFailed(created, error, signal),
-        ),
+        Promise.resolve()
+          .then(() => this.loadModel(created, signal, uncancellable))
+          .then(
+            (loaded) => this.loaded(created, loaded),
+            (error: unknown) => this.loadFailed(created, error, signal),
+          ),
       ),
       model: null,
       created: 0,
@@ -285,8 +342,11 @@ export class ModelRegistry {
       retired: false,
       loadOrder: 0,
       bytes: null,
+      phase: 'downloading',
+      tracker: new DownloadTracker(),
     };
     this.entries.set(id, created);
+    this.changes++;
     return created;
   }
 
@@ -309,6 +369,7 @@ export class ModelRegistry {
   private loadFailed(entry: Entry, error: unknown, signal: AbortSignal): never {
     // a failed load leaves no trace, so the next request retries
     if (this.entries.get(entry.id) === entry) this.entries.delete(entry.id);
+    this.changes++;
     this.options.metrics.modelLoads.inc({ outcome: signal.aborted ? 'cancelled' : 'error' });
     throw error;
   }
@@ -318,33 +379,37 @@ export class ModelRegistry {
   }
 
   /**
-   * Finds (downloads) the files and loads them. An engine's load cannot be stopped: once it began, the load is
-   * `uncancellable`, and requests that come after every earlier one left join it instead of loading the model again.
+   * Finds (downloads) the files and loads them, refusing a model that would not fit in memory. An engine's load cannot
+   * be stopped: once it began, the load is `uncancellable`, and requests that come after every earlier one left join
+   * it instead of loading the model again.
    */
-  private async loadModel(id: string, signal: AbortSignal, uncancellable: () => void): Promise<{ model: LoadedModel; bytes: number | null }> {
+  private async loadModel(entry: Entry, signal: AbortSignal, uncancellable: () => void): Promise<{ model: LoadedModel; bytes: number | null }> {
+    const { id } = entry;
     const builtin = this.builtin(id);
     if (builtin) {
       uncancellable();
+      entry.phase = 'loading';
       return { model: await builtin.load(id), bytes: null };
     }
     const started = performance.now();
-    const resolved = await this.locate(id, signal);
+    const resolved = await this.options.files.fetch(id, { signal, tracker: entry.tracker });
     // every request left while the files were fetched: load nothing for no one
     signal.throwIfAborted();
     uncancellable();
+    entry.phase = 'loading';
+    const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
+    ensureMemoryFor(id, weights + projector);
     let model: LoadedModel;
     try {
-      model = await this.loadFiles(resolved);
+      model = await this.loadFiles(await this.engineFor(resolved.path, resolved.id), resolved);
     } catch (error) {
-      throw await this.discardCorruptDownloads(resolved, error);
+      throw await this.options.files.discardCorrupt(resolved, error);
     }
     this.options.logger.info({ model: id, engine: model.engine, ms: Math.round(performance.now() - started) }, 'model loaded');
-    const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
     return { model, bytes: weights + projector };
   }
 
-  private async loadFiles(resolved: ResolvedModel): Promise<LoadedModel> {
-    const engine = await this.engineFor(resolved.path, resolved.id);
+  private async loadFiles(engine: Engine, resolved: ResolvedModel): Promise<LoadedModel> {
     this.options.logger.info({ model: resolved.id, engine: engine.name, path: resolved.path }, 'loading model');
     try {
       return await engine.load(resolved);
@@ -354,95 +419,6 @@ export class ModelRegistry {
         cause: error,
       });
     }
-  }
-
-  /**
-   * After files failed to load: those from the hub cache that no longer match their hash are deleted, and the error
-   * says the next request downloads them again (else the same bad file would fail every load).
-   */
-  private async discardCorruptDownloads(resolved: ResolvedModel, loadError: unknown): Promise<unknown> {
-    const files = resolved.projector ? [resolved.path, resolved.projector] : [resolved.path];
-    const mismatches = (await Promise.all(files.map((file) => this.options.hub.discardIfCorrupt(file)))).filter((m) => m !== null);
-    if (mismatches.length === 0) return loadError;
-    return new ApiError(
-      'model_download_failed',
-      `model ${resolved.id} could not be loaded: its download in the hub cache is corrupt (${mismatches.join('; ')}); ` +
-        'it was deleted, and the next request downloads it again',
-      { param: 'model', cause: loadError },
-    );
-  }
-
-  /** Local files as they are; hub IDs downloaded into the hub cache (or built by a fallback when the hub is out of reach). */
-  private async locate(id: string, signal: AbortSignal): Promise<ResolvedModel> {
-    const ref = parseModelId(id, this.options.modelsDirs) as ModelRef;
-    if (ref.kind === 'local') return { id, path: ref.path, projector: null };
-    const { hub } = this.options;
-    try {
-      if (ref.kind === 'hub-file') return { id, path: await hub.downloadFile(ref.repo, ref.file, { signal }), projector: null };
-      const { model, projector, companions } = this.pickRepoFiles(ref.repo, await hub.listFiles(ref.repo, { signal }), ref.quant);
-      const resolved = {
-        id,
-        path: await hub.downloadFile(ref.repo, model, { signal }),
-        projector: projector ? await hub.downloadFile(ref.repo, projector, { signal }) : null,
-      };
-      // into the same snapshot directory, so the engine finds them beside the model file
-      for (const file of companions) await hub.downloadFile(ref.repo, file, { signal });
-      return resolved;
-    } catch (error) {
-      const fallback = this.options.fallbacks?.[id];
-      if (fallback && error instanceof HubError && (error.kind === 'network' || error.kind === 'offline')) {
-        this.options.logger.warn({ model: id, reason: error.message }, 'hub out of reach; building the model locally');
-        return { id, path: await fallback(), projector: null };
-      }
-      throw hubErrorToApi(id, error);
-    }
-  }
-
-  /**
-   * For `owner/repo[:QUANT]` (docs/models.md, "Model IDs"): the model file carrying the tag (default Q8_0, else any
-   * model file), plus a GGUF's mmproj. A GGUF repository holds one model in several quantisations, so the smallest
-   * candidate is as good as any; a repository of ggml `.bin` files (whisper.cpp's) holds several models, where the
-   * smallest would be another model than the one meant, so there the candidates must come down to one. A repository
-   * of a PyTorch checkpoint (`.pth`: Kokoro's) holds one, and the checkpoint comes with its config.json and voices/.
-   */
-  private pickRepoFiles(repo: string, files: HubFile[], quant: string | null): { model: string; projector: string | null; companions: string[] } {
-    const sizeOf = (f: HubFile): number => f.lfs?.size ?? f.size;
-    const ggufs = files.filter((f) => GGUF_FILE.test(f.path) && !PROJECTOR_FILE.test(f.path));
-    const gguf = ggufs.length > 0;
-    const models = gguf ? ggufs : files.filter((f) => GGML_FILE.test(f.path));
-    const checkpoints = files.filter((f) => TORCH_FILE.test(f.path));
-    if (models.length === 0 && checkpoints.length > 0) {
-      if (checkpoints.length > 1) {
-        throw new ApiError(
-          'invalid_model',
-          `repository ${repo} holds several checkpoints; name one: ${checkpoints.map((f) => `${repo}/${f.path}`).join(', ')}`,
-          {
-            param: 'model',
-          },
-        );
-      }
-      return { model: (checkpoints[0] as HubFile).path, projector: null, companions: files.filter((f) => TORCH_COMPANION.test(f.path)).map((f) => f.path) };
-    }
-    if (models.length === 0) throw new ApiError('invalid_model', `repository ${repo} holds no model file voxd can load`, { param: 'model' });
-    const wanted = quant ?? 'Q8_0';
-    const tagged = models.filter((f) => carriesTag(f.path, wanted));
-    if (quant && tagged.length === 0) {
-      throw new ApiError('model_not_found', `repository ${repo} has no ${quant} file (it has ${models.map((f) => f.path).join(', ')})`, {
-        param: 'model',
-      });
-    }
-    const pool = tagged.length > 0 ? tagged : models;
-    if (!gguf && pool.length > 1) {
-      const names = pool.map((f) => `${repo}/${f.path}`).join(', ');
-      throw new ApiError('invalid_model', `repository ${repo} holds several ${tagged.length > 0 ? `${wanted} ` : ''}model files; name one: ${names}`, {
-        param: 'model',
-      });
-    }
-    const model = pool.reduce((a, b) => (sizeOf(b) < sizeOf(a) ? b : a));
-    // an mmproj goes with a GGUF backbone only
-    const projectors = gguf ? files.filter((f) => PROJECTOR_FILE.test(f.path)) : [];
-    const projector = projectors.find((f) => carriesTag(f.path, wanted)) ?? projectors.sort((a, b) => sizeOf(a) - sizeOf(b))[0];
-    return { model: model.path, projector: projector?.path ?? null, companions: [] };
   }
 
   private async engineFor(filePath: string, id: string): Promise<Engine> {
@@ -499,9 +475,23 @@ export class ModelRegistry {
 
   private describeEntry(entry: Entry): ModelInfo {
     const { model } = entry;
-    const info: ModelInfo = { id: entry.id, object: 'model', created: entry.created, owned_by: 'voxd', loaded: true, task: model?.task, engine: model?.engine };
-    if (model?.task === 'separation') info.targets = (model as SeparatorModel).targets.map((t) => t.name);
-    if (model?.task === 'stt') {
+    if (!model) {
+      // a built-in model's task is known before it loads: clients that sort models by task keep it where it was
+      const builtin = this.builtin(entry.id);
+      return { ...this.unloadedInfo(entry.id), ...(builtin ? { task: builtin.task, engine: builtin.engine } : {}), ...this.progressOf(entry) };
+    }
+    const info: ModelInfo = {
+      id: entry.id,
+      object: 'model',
+      created: entry.created,
+      owned_by: 'voxd',
+      loaded: true,
+      state: 'loaded',
+      task: model.task,
+      engine: model.engine,
+    };
+    if (model.task === 'separation') info.targets = (model as SeparatorModel).targets.map((t) => t.name);
+    if (model.task === 'stt') {
       const { capabilities } = model as SttModel;
       info.word_timestamps = capabilities.wordTimestamps;
       info.translates = capabilities.translate;
@@ -514,6 +504,28 @@ export class ModelRegistry {
     return { id, object: 'model', created: 0, owned_by: 'voxd', loaded: false };
   }
 
+  /** A model on its way: downloading (with its bytes, total and time left) or loading. */
+  private progressOf(entry: Entry): Pick<ModelInfo, 'state' | 'bytes' | 'total' | 'eta'> {
+    return entry.phase === 'downloading' ? { state: 'downloading', ...entry.tracker.state() } : { state: 'loading' };
+  }
+
+  /** A catalog model as GET /v1/models lists it: under its name, standing for its model ID. */
+  private catalogInfo(entry: CatalogEntry): ModelInfo {
+    const { catalog } = this.options;
+    return {
+      ...this.unloadedInfo(entry.name),
+      target: entry.id,
+      task: entry.task,
+      engine: entry.engine,
+      size_bytes: catalog.downloadBytes(entry),
+      cached: catalog.isCached(entry),
+      memory_bytes: catalog.memoryBytes(entry),
+      languages: entry.languages,
+      license: entry.license,
+      description: entry.note,
+    };
+  }
+
   private availableInfos(): ModelInfo[] {
     const { stt, tts } = this.options.defaults;
     const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
@@ -521,30 +533,15 @@ export class ModelRegistry {
     );
     const builtins = Object.entries(this.options.builtins ?? {}).map(([id, b]) => ({ ...this.unloadedInfo(id), task: b.task, engine: b.engine }));
     const vad = { ...this.unloadedInfo(this.options.defaults.vad), task: 'vad' as const };
-    const cached = this.options.hub
-      .cachedRepos()
-      .flatMap((repo) => repo.files.filter((f) => MODEL_FILE.test(f)).map((f) => this.unloadedInfo(`${repo.repo}/${f}`)));
-    return [...builtins, ...aliases, vad, ...cached.filter((m) => m.id !== vad.id)];
+    const catalog = this.options.catalog.entries.map((entry) => this.catalogInfo(entry));
+    const cached = this.options.files.cachedModelIds().map((id) => this.unloadedInfo(id));
+    return [...builtins, ...aliases, ...catalog, vad, ...cached.filter((m) => m.id !== vad.id)];
   }
 }
 
 /** The entry's model once loaded; rejects at once with the signal's reason when it aborts first. */
 function waitForLoad(entry: Entry, signal: AbortSignal | undefined): Promise<LoadedModel> {
   return entry.loading.wait(signal, () => signal?.reason);
-}
-
-function hubErrorToApi(id: string, error: unknown): unknown {
-  if (!(error instanceof HubError)) return error;
-  switch (error.kind) {
-    case 'not_found':
-      return new ApiError('model_not_found', `model ${id} not found on the hub: ${error.message}`, { param: 'model', cause: error });
-    case 'unauthorized':
-      return new ApiError('model_not_found', `model ${id} needs hub credentials (set HF_TOKEN): ${error.message}`, { param: 'model', cause: error });
-    case 'offline':
-      return new ApiError('model_not_found', error.message, { param: 'model', cause: error });
-    default:
-      return new ApiError('model_download_failed', `downloading model ${id} failed: ${error.message}`, { param: 'model', cause: error });
-  }
 }
 
 /** Bytes on disk of a model file, or of every file below a model directory. */

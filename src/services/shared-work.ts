@@ -18,6 +18,16 @@ export class SharedWork<T> {
     });
   }
 
+  /**
+   * Stops the work for every caller (they get its failure), unless it reached its uncancellable step; whether it
+   * stopped it.
+   */
+  cancel(): boolean {
+    if (!this.cancellable) return false;
+    this.controller.abort();
+    return true;
+  }
+
   /** Every caller stopped waiting: the work is being stopped, and a new caller must start it anew. */
   get abandoned(): boolean {
     return this.controller.signal.aborted;

@@ -12,7 +12,8 @@ import type { VadModel } from '../../src/engines/types.js';
 import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
-import { ModelRegistry, type RegistryOptions } from '../../src/services/registry.js';
+import type { RegistryOptions } from '../../src/services/registry.js';
+import { newRegistry } from '../helpers/registry.js';
 import { HubDouble } from '../helpers/hub-double.js';
 import { JFK_WAV, SILERO_V5, SILERO_V6 } from '../helpers/paths.js';
 import { readWavMono } from '../helpers/wav.js';
@@ -32,7 +33,7 @@ async function setup(t: TestContext, options: Partial<RegistryOptions> & { endpo
   double.addRepo(VAD_REPO, { files: { 'ggml-silero-v6.2.0.bin': SILERO_V6, 'ggml-silero-v5.1.2.bin': SILERO_V5 } });
   const cacheDir = await tempDir(t, 'voxd-registry-hub-');
   const hub = new HubClient({ endpoint: options.endpoint ?? double.endpoint, cacheDir, offline: options.offline ?? false });
-  const registry = new ModelRegistry({
+  const registry = newRegistry({
     engines: [sileroVadEngine],
     hub,
     logger: pino({ level: 'silent' }),

@@ -22,9 +22,14 @@ export interface HubDoubleOptions {
   treePageSize?: number;
 }
 
+/** A file the repo lists at this size but never serves: a real repository's listing, its content out of reach. */
+export interface ListedOnly {
+  listedSize: number;
+}
+
 export interface RepoSpec {
-  /** Path in the repo → a local file to read, or the content itself. */
-  files: Record<string, string | Buffer>;
+  /** Path in the repo → a local file to read, the content itself, or a size the listing gives (ListedOnly). */
+  files: Record<string, string | Buffer | ListedOnly>;
   /** Default: a random 40-hex sha. */
   commit?: string;
   /** Makes the repo private: every hub request for it needs `Authorization: Bearer {token}`, else 401. */
@@ -64,6 +69,9 @@ export interface RecordedRequest {
 interface DoubleFile {
   path: string;
   content: Buffer;
+  /** The content's size; for a ListedOnly file (content empty, never served), the size listed. */
+  size: number;
+  listedOnly: boolean;
   sha256: string;
   /** git blob id: of the content, or for an LFS file of its pointer file. */
   gitOid: string;
@@ -108,11 +116,16 @@ export class HubDouble {
   addRepo(id: string, spec: RepoSpec): string {
     const files = new Map<string, DoubleFile>();
     for (const [filePath, source] of Object.entries(spec.files)) {
-      const content = typeof source === 'string' ? fs.readFileSync(source) : source;
-      const sha256 = createHash('sha256').update(content).digest('hex');
-      const lfs = content.length >= (this.options.lfsMinBytes ?? 1024);
-      const gitContent = lfs ? Buffer.from(`version https://git-lfs.github.com/spec/v1\noid sha256:${sha256}\nsize ${content.length}\n`) : content;
-      files.set(filePath, { path: filePath, content, sha256, gitOid: gitBlobId(gitContent), lfs, gitSize: gitContent.length });
+      const listedOnly = typeof source === 'object' && !Buffer.isBuffer(source);
+      const content = listedOnly ? Buffer.alloc(0) : typeof source === 'string' ? fs.readFileSync(source) : source;
+      const size = listedOnly ? source.listedSize : content.length;
+      // a listed-only file's hash stands for content no one reads
+      const sha256 = createHash('sha256')
+        .update(listedOnly ? `${filePath}:${size}` : content)
+        .digest('hex');
+      const lfs = size >= (this.options.lfsMinBytes ?? 1024);
+      const gitContent = lfs ? Buffer.from(`version https://git-lfs.github.com/spec/v1\noid sha256:${sha256}\nsize ${size}\n`) : content;
+      files.set(filePath, { path: filePath, content, size, listedOnly, sha256, gitOid: gitBlobId(gitContent), lfs, gitSize: gitContent.length });
     }
     const commit = spec.commit ?? randomBytes(20).toString('hex');
     this.repos.set(id, { id, commit, files, ...(spec.token !== undefined ? { token: spec.token } : {}) });
@@ -173,7 +186,7 @@ export class HubDouble {
     const filePath = segments.slice(4).join('/');
     record.file = `${repo.id}/${filePath}`;
     const file = repo.files.get(filePath);
-    if (!file) return sendError(res, 404, 'EntryNotFound', `Entry not found: ${filePath}`);
+    if (!file || file.listedOnly) return sendError(res, 404, 'EntryNotFound', `Entry not found: ${filePath}`);
     if (file.lfs) {
       const cdnBase = this.options.lfsRedirect === 'same-host' ? this.endpoint : this.cdnBase;
       res.writeHead(302, {
@@ -350,9 +363,9 @@ function treeEntries(repo: DoubleRepo, folder: string, recursive: boolean): obje
     .map((file) => ({
       type: 'file',
       oid: file.gitOid,
-      size: file.content.length,
+      size: file.size,
       path: file.path,
-      ...(file.lfs ? { lfs: { oid: file.sha256, size: file.content.length, pointerSize: file.gitSize } } : {}),
+      ...(file.lfs ? { lfs: { oid: file.sha256, size: file.size, pointerSize: file.gitSize } } : {}),
     }));
   return [...directoryEntries, ...fileEntries].sort((a, b) => a.path.localeCompare(b.path));
 }

@@ -16,7 +16,7 @@ import type { SynthesisRequest, TtsModel } from '../../src/engines/types.js';
 import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
-import { ModelRegistry } from '../../src/services/registry.js';
+import { newRegistry } from '../helpers/registry.js';
 import { planSynthesis } from '../../src/services/tts/speech.js';
 import { startTestServer } from '../helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
@@ -279,7 +279,7 @@ describe('built-in flite voices', { skip: FLITE_INSTALLED ? false : 'Debian libf
 
     const cacheDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-flite-hub-'));
     t.after(() => fsp.rm(cacheDir, { recursive: true, force: true }));
-    const registry = new ModelRegistry({
+    const registry = newRegistry({
       engines: [],
       hub: new HubClient({ endpoint: 'http://127.0.0.1:9', cacheDir, offline: true }),
       logger: pino({ level: 'silent' }),

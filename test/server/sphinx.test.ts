@@ -11,7 +11,7 @@ import type { SttModel, TranscriptionResult, TranscriptionSegment } from '../../
 import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
-import { ModelRegistry } from '../../src/services/registry.js';
+import { newRegistry } from '../helpers/registry.js';
 import { planTranscription } from '../../src/services/stt/transcriber.js';
 import { ROOT, SHARED } from '../helpers/paths.js';
 import { startTestServer } from '../helpers/server.js';
@@ -177,7 +177,7 @@ describe('built-in pocketsphinx recognizer', { skip: SPHINX_INSTALLED ? false : 
     assert.equal(resolveConfig({}, { VOXD_STT_MODEL: 'owner/repo/model.bin' }).sttModel, 'owner/repo/model.bin');
     assert.equal(resolveConfig({ sttModel: 'local.bin' }, { VOXD_STT_MODEL: 'owner/repo/model.bin' }).sttModel, 'local.bin');
 
-    const registry = new ModelRegistry({
+    const registry = newRegistry({
       engines: [],
       hub: new HubClient({ endpoint: 'http://127.0.0.1:9', cacheDir, offline: true }),
       logger: pino({ level: 'silent' }),

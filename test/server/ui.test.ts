@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Locator, type Page } from 'playwright-core';
+import { HubDouble } from '../helpers/hub-double.js';
 import { parakeetTestModel } from '../helpers/parakeet.js';
 import { audioLmTestModel } from '../helpers/audio-lm.js';
 import { makeTiny } from '../helpers/ggml-tts.js';
@@ -54,13 +55,13 @@ interface Served {
  * `voxd serve --start-ui` on free ports, its API open only to the UI's origin (CORS and the WebSocket origin check
  * both apply); resolves once both answer.
  */
-async function serveWithUi(scope: { after(fn: () => Promise<void>): void }, scratch: string): Promise<Served> {
+async function serveWithUi(scope: { after(fn: () => Promise<void>): void }, scratch: string, env: NodeJS.ProcessEnv = {}): Promise<Served> {
   const [apiPort, uiPort] = [await freePort(), await freePort()];
   const api = `http://127.0.0.1:${apiPort}`;
   const ui = `http://127.0.0.1:${uiPort}`;
   const args = ['serve', '--host', '127.0.0.1', '--port', String(apiPort), '--start-ui', '--ui-host', '127.0.0.1', '--ui-port', String(uiPort)];
   args.push('--allowed-origins', ui, '--transport', transportUnderTest(), '--log-dir', path.join(scratch, 'logs'), '--vad-model', SILERO_V6);
-  const proc = spawnCli(scope, args, cliEnv(scratch));
+  const proc = spawnCli(scope, args, cliEnv(scratch, env));
   await waitHealthy(api, proc);
   return { proc, api, ui };
 }
@@ -120,6 +121,9 @@ function writeDialogue(file: string): void {
   fs.writeFileSync(file, wavBytes(samples, 16000));
 }
 
+/** The catalog's `silero-vad`: the file the hub double serves for it. */
+const CATALOG_VAD = { repo: 'ggml-org/whisper-vad', file: 'ggml-silero-v6.2.0.bin' };
+
 /** A word wider than a phone's screen, as URLs and compound words are. */
 const LONG_WORD = 'Donaudampfschifffahrtsgesellschaftskapitänswitwenrentenversicherung';
 
@@ -137,13 +141,18 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
+  let hub: HubDouble;
   const requested: string[] = [];
   const cleanups: (() => Promise<void>)[] = [];
 
   before(async () => {
     scratch = await fsp.mkdtemp(path.join(os.tmpdir(), 'voxd-ui-test-'));
     fs.mkdirSync(SCREENSHOTS, { recursive: true });
-    served = await serveWithUi({ after: (fn) => cleanups.push(fn) }, scratch);
+    // the hub is a double holding the catalog's VAD model, which a test downloads
+    hub = await HubDouble.start({ chunkSize: 16 * 1024 });
+    hub.addRepo(CATALOG_VAD.repo, { files: { [CATALOG_VAD.file]: SILERO_V6 } });
+    cleanups.push(() => hub.close());
+    served = await serveWithUi({ after: (fn) => cleanups.push(fn) }, scratch, { HF_ENDPOINT: hub.endpoint });
     browser = await chromium.launch({
       executablePath: chromiumPath(),
       args: [
@@ -802,6 +811,58 @@ describe('web interface in chromium', { timeout: 180_000 }, () => {
       assert.ok(width <= 360, `#${view} is ${width} px wide at 360 px`);
     }
     await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it('downloads a catalog model with a progress bar and Cancel, and offers catalog models in the menus with their size', async () => {
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    hub.setFaults(CATALOG_VAD.repo, CATALOG_VAD.file, { chunkDelayMs: 30, pauseAt: { bytes: 400_000, until: held } });
+    try {
+      await page.goto(`${served.ui}/#models`);
+      const row = page.locator('tr[data-model="silero-vad"]');
+      await row.waitFor({ timeout: WAIT_MS });
+      assert.match(await row.innerText(), /864\.4 KiB/, 'its download size');
+      assert.match(await row.locator('.badge').innerText(), /^not downloaded$/);
+      await row.getByRole('button', { name: 'Download silero-vad' }).click();
+      // the bar fills as the server reports bytes, with the size and (once there is a rate) the time left
+      await page.waitForFunction(
+        () => ((document.querySelector('tr[data-model="silero-vad"] progress') as HTMLProgressElement | null)?.value ?? 0) > 300_000,
+        null,
+        {
+          timeout: WAIT_MS,
+        },
+      );
+      assert.match(await row.locator('.fetch-progress').innerText(), /^\d+(\.\d)? KiB of 864\.4 KiB/);
+      await screenshots(page, 'models-download');
+      await row.getByRole('button', { name: 'Cancel the download of silero-vad' }).click();
+      await page
+        .locator('.row-error')
+        .filter({ hasText: /cancelled/ })
+        .waitFor({ timeout: WAIT_MS });
+      assert.match(await page.locator('.row-error').innerText(), /code: download_cancelled/);
+    } finally {
+      release();
+      hub.setFaults(CATALOG_VAD.repo, CATALOG_VAD.file, {});
+    }
+    const row = page.locator('tr[data-model="silero-vad"]');
+    await row.getByRole('button', { name: 'Download silero-vad' }).click();
+    await row
+      .locator('.badge')
+      .filter({ hasText: /^loaded$/ })
+      .waitFor({ timeout: WAIT_MS });
+    assert.equal(hub.contentTransfers(CATALOG_VAD.repo, CATALOG_VAD.file).at(-1)?.range, 'bytes=400000-', 'the second download resumed the first');
+
+    // a menu offers catalog models not yet downloaded, with their size, and the download under it
+    await showView(page, /^Transcribe/);
+    const menu = page.locator('#transcribe-model');
+    const chosen = await menu.inputValue();
+    assert.equal(await optionText(page, '#transcribe-model', 'parakeet-v3'), 'parakeet-v3 (637.8 MiB to download)');
+    await menu.selectOption('parakeet-v3');
+    const offer = page.locator('#view-transcribe .catalog-fetch');
+    assert.match(await offer.innerText(), /^Not downloaded yet: 637\.8 MiB, about 1\.86 GiB of memory\.\s*Download$/);
+    await screenshots(page, 'transcribe-catalog');
+    await menu.selectOption(chosen);
+    await offer.waitFor({ state: 'detached' });
   });
 
   it('sent no request to any host but the UI and the API', () => {

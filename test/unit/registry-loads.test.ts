@@ -15,7 +15,8 @@ import type { Engine, LoadedModel, ResolvedModel } from '../../src/engines/types
 import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
-import { ModelRegistry } from '../../src/services/registry.js';
+import type { ModelRegistry } from '../../src/services/registry.js';
+import { newRegistry } from '../helpers/registry.js';
 import { HubDouble } from '../helpers/hub-double.js';
 import { SILERO_V6 } from '../helpers/paths.js';
 
@@ -30,7 +31,7 @@ async function tempDir(t: TestContext, prefix: string): Promise<string> {
 
 async function registryWith(t: TestContext, engines: Engine[], hubEndpoint = 'http://127.0.0.1:9'): Promise<{ registry: ModelRegistry; hub: HubClient }> {
   const hub = new HubClient({ endpoint: hubEndpoint, cacheDir: await tempDir(t, 'voxd-registry-cache-'), offline: false });
-  const registry = new ModelRegistry({
+  const registry = newRegistry({
     engines,
     hub,
     logger: pino({ level: 'silent' }),

@@ -91,8 +91,24 @@ export interface ModelInfo {
   /** For a loaded STT model: whether it times words and translates. */
   word_timestamps?: boolean;
   translates?: boolean;
-  /** For a loaded model with files: their size on disk. */
+  /** For a loaded model with files: their size on disk; for a catalog model, its download. */
   size_bytes?: number;
+  /** A model asked for: downloading (with bytes, total and seconds left), loading, or loaded. */
+  state?: 'downloading' | 'loading' | 'loaded';
+  bytes?: number;
+  total?: number;
+  eta?: number | null;
+  /** For a catalog model: whether its files are all in the server's cache, and what the catalog says of it. */
+  cached?: boolean;
+  memory_bytes?: number;
+  languages?: string;
+  license?: string;
+  description?: string;
+}
+
+/** A model of the server's catalog (a short name for a hub model), rather than an alias or a model itself. */
+export function isCatalogModel(model: ModelInfo): boolean {
+  return typeof model.cached === 'boolean';
 }
 
 /** A readable message for anything thrown. */

@@ -1,7 +1,9 @@
 /** Pieces every view uses: error notes, the audio player with its waveform, download links, file pickers. */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { describeError, errorCode, pageConfig, type ModelInfo } from './api';
+import { describeError, errorCode, isCatalogModel, pageConfig, type ModelInfo } from './api';
+import { CatalogFetch } from './model-fetch';
+import { announceModelsChanged } from './model-list';
 import { decodeFirstChannel, drawWaveform } from './waveform';
 
 /**
@@ -252,7 +254,10 @@ function modelLabel(id: string): string {
   return slash < 0 ? id : `${modelName(id)} (${id.slice(0, slash)})`;
 }
 
-/** A <select> of model IDs, aliases marked with the model they stand for; the chosen ID in full on hover. */
+/**
+ * A <select> of model IDs, aliases marked with the model they stand for and catalog models not yet downloaded with
+ * their size; the chosen ID in full on hover. Under it, a chosen catalog model not yet downloaded offers its download.
+ */
 export function ModelPicker({
   id,
   models,
@@ -269,14 +274,21 @@ export function ModelPicker({
   disabled?: boolean;
 }) {
   return (
-    <select id={id} value={value} title={value} disabled={disabled} onChange={(event) => onChange(event.currentTarget.value)} aria-describedby={describedBy}>
-      {models.length === 0 && <option value="">(no model available)</option>}
-      {models.map((model) => (
-        <option key={model.id} value={model.id}>
-          {model.target ? `${model.id} → ${modelLabel(model.target)}` : modelLabel(model.id)}
-        </option>
-      ))}
-    </select>
+    <>
+      <select id={id} value={value} title={value} disabled={disabled} onChange={(event) => onChange(event.currentTarget.value)} aria-describedby={describedBy}>
+        {models.length === 0 && <option value="">(no model available)</option>}
+        {models.map((model) => (
+          <option key={model.id} value={model.id}>
+            {isCatalogModel(model) && !model.loaded && !model.cached
+              ? `${model.id} (${formatBytes(model.size_bytes ?? 0)} to download)`
+              : model.target
+                ? `${model.id} → ${modelLabel(model.target)}`
+                : modelLabel(model.id)}
+          </option>
+        ))}
+      </select>
+      <CatalogFetch model={models.find((model) => model.id === value)} onFetched={announceModelsChanged} />
+    </>
   );
 }
 

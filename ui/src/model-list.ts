@@ -13,6 +13,13 @@ export interface ModelList {
 }
 
 const REFRESH_MS = 5000;
+/** Sent on window when something on the page changed the server's models (a model fetched from a menu). */
+const MODELS_CHANGED = 'voxd:models-changed';
+
+/** Has every model list on the page asked again. */
+export function announceModelsChanged(): void {
+  window.dispatchEvent(new Event(MODELS_CHANGED));
+}
 
 export function useModelList(): ModelList {
   const [models, setModels] = useState<ModelInfo[]>([]);
@@ -39,7 +46,12 @@ export function useModelList(): ModelList {
   useEffect(() => {
     void refresh();
     const timer = setInterval(() => document.visibilityState === 'visible' && void refresh(), REFRESH_MS);
-    return () => clearInterval(timer);
+    const changed = (): void => void refresh();
+    window.addEventListener(MODELS_CHANGED, changed);
+    return () => {
+      clearInterval(timer);
+      window.removeEventListener(MODELS_CHANGED, changed);
+    };
   }, [refresh]);
 
   return { models, error, loaded, refresh };

@@ -83,6 +83,34 @@ export class HubCacheLayout {
       .sort((a, b) => a.repo.localeCompare(b.repo));
   }
 
+  /**
+   * Deletes `file` from every snapshot of the repo, then the blobs those links named that no other link names (a
+   * transfer under way keeps its `.incomplete`); the bytes freed, or null when no snapshot had the file.
+   */
+  async removeFile(repo: string, file: string): Promise<number | null> {
+    const snapshotsDir = path.join(this.repoDir(repo), 'snapshots');
+    const snapshots = readdirOrEmpty(snapshotsDir).map((commit) => path.join(snapshotsDir, commit));
+    const named = new Set<string>();
+    let found = false;
+    for (const snapshot of snapshots) {
+      const link = path.join(snapshot, ...file.split('/'));
+      if (!(await fsp.lstat(link).catch(() => null))) continue;
+      found = true;
+      const blob = await fsp.realpath(link).catch(() => null);
+      if (blob) named.add(blob);
+      await fsp.rm(link, { force: true });
+    }
+    if (!found) return null;
+    const stillNamed = new Set(snapshots.flatMap((snapshot) => listSnapshotFiles(snapshot).map((relative) => fs.realpathSync(path.join(snapshot, relative)))));
+    let freed = 0;
+    for (const blob of named) {
+      if (stillNamed.has(blob)) continue;
+      freed += (await fsp.stat(blob)).size;
+      await fsp.rm(blob, { force: true });
+    }
+    return freed;
+  }
+
   /** The blob a path resolves to when it is a blob of this cache (a snapshot link or the blob itself), else null. */
   async blobOf(filePath: string): Promise<string | null> {
     const [blobPath, cacheDir] = await Promise.all([fsp.realpath(filePath).catch(() => null), fsp.realpath(this.cacheDir).catch(() => null)]);

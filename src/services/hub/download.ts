@@ -4,9 +4,11 @@
  * runs at a time (shared-download.ts).
  */
 import fsp from 'node:fs/promises';
+import path from 'node:path';
 import type { HubApi } from './api.js';
 import { isNotFound } from '../file-lock.js';
 import { causeMessage, HubError, subjectName, type Subject } from './errors.js';
+import { ensureFreeSpace } from './disk-space.js';
 import { chunksOf } from './inactivity-timeout.js';
 import { hashMismatch, type BlobHash } from './integrity.js';
 import { DownloadProgress, type ProgressOptions } from './progress.js';
@@ -27,6 +29,7 @@ export async function downloadBlob(api: HubApi, options: ProgressOptions, downlo
   if (partialSize !== download.size) {
     // A partial file longer than the blob cannot be a prefix of it: start over
     const offset = partialSize !== null && partialSize < download.size ? partialSize : 0;
+    await ensureFreeSpace(path.dirname(download.blobPath), download.size - offset, `downloading ${subjectName(download.subject)}`);
     await transfer(api, options, download, incompletePath, offset, signal);
   }
   await verifyDownload(download, incompletePath);
