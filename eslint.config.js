@@ -50,19 +50,19 @@ export default tseslint.config(
   {
     files: ['src/engines/**/*.ts'],
     rules: roomRules({
-      group: folders('services', 'routes', 'http', 'sessions'),
+      group: folders('services', 'routes', 'http', 'sessions', 'wyoming'),
       message: `engines know nothing of HTTP, sessions or the services that call them (${ARCHITECTURE})`,
     }),
   },
   {
     files: ['src/services/**/*.ts'],
     rules: roomRules({
-      group: folders('routes', 'http', 'sessions'),
+      group: folders('routes', 'http', 'sessions', 'wyoming'),
       message: `services know nothing of HTTP: routes and sessions call them, never the other way (${ARCHITECTURE})`,
     }),
   },
   {
-    files: ['src/routes/**/*.ts', 'src/sessions/**/*.ts'],
+    files: ['src/routes/**/*.ts', 'src/sessions/**/*.ts', 'src/wyoming/**/*.ts'],
     rules: roomRules({
       group: folders('engines', 'native'),
       allowTypeImports: true,

@@ -26,9 +26,9 @@ import { listModels, pullModel, removeModel } from './model-commands.js';
 import { loadNative, NativeLoadError } from './native/load.js';
 import { startServer } from './server.js';
 import { startUiServer } from './ui/server.js';
+import { VOXD_VERSION } from './version.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const pkg = JSON.parse(fs.readFileSync(path.join(here, '..', '..', 'package.json'), 'utf8')) as { version: string };
 
 function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
@@ -217,7 +217,7 @@ function superviseWithReload(): void {
 
 const program = new Command('voxd')
   .description('voxd: a local audio server (speech-to-text, text-to-speech, separation, realtime transcription) with a vendor-compatible HTTP API')
-  .version(pkg.version)
+  .version(VOXD_VERSION)
   .addCommand(serveCommand(), { isDefault: true })
   .addCommand(uiCommand());
 for (const command of modelCommands()) program.addCommand(command);

@@ -9,7 +9,7 @@ import type { Config } from './config.js';
 import { ApiError } from './errors.js';
 import { Catalog, type CatalogEntry } from './services/catalog.js';
 import { CATALOG_MODELS } from './services/catalog-models.js';
-import { defaultHubCacheDir, HubClient, type HubLogger } from './services/hub.js';
+import { defaultHubCacheDir, hubClientFromEnv, type HubClient, type HubLogger } from './services/hub.js';
 import { formatBytes } from './services/hub/progress.js';
 import { ModelFiles } from './services/model-files.js';
 import { normaliseModelId, parseModelId } from './services/model-id.js';
@@ -27,16 +27,8 @@ const lines: HubLogger = {
 };
 
 function tools(config: Config, env: NodeJS.ProcessEnv): Tools {
-  const hub = new HubClient({
-    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
-    token: env.HF_TOKEN || undefined,
-    cacheDir: defaultHubCacheDir(env),
-    offline: config.offline || env.HF_HUB_OFFLINE === '1',
-    // on a terminal the bar says it; elsewhere the lines do
-    logger: process.stderr.isTTY ? { info: () => undefined, warn: lines.warn } : lines,
-    progressBar: true,
-    inactivityTimeoutMs: config.downloadTimeoutS * 1000,
-  });
+  // on a terminal the bar says it; elsewhere the lines do
+  const hub = hubClientFromEnv(env, config, process.stderr.isTTY ? { info: () => undefined, warn: lines.warn } : lines);
   return { hub, catalog: new Catalog(CATALOG_MODELS, hub), files: new ModelFiles({ hub, logger: lines, modelsDirs: config.modelsDirs }) };
 }
 
@@ -62,7 +54,11 @@ export async function pullModel(nameOrId: string, config: Config, env: NodeJS.Pr
   const controller = new AbortController();
   // Ctrl-C stops the transfer; the partial file stays, and the next pull resumes it
   process.once('SIGINT', () => controller.abort());
-  const resolved = await kit.files.fetch(id, { signal: controller.signal });
+  const resolved = await kit.files.fetch(id, { signal: controller.signal }).catch((error: unknown) => {
+    if (!controller.signal.aborted) throw error;
+    process.stderr.write(`\nvoxd: interrupted; \`voxd pull ${nameOrId}\` again resumes the download\n`);
+    process.exit(130);
+  });
   const paths = [resolved.path, ...(resolved.projector ? [resolved.projector] : [])];
   const bytes = paths.reduce((sum, file) => sum + fs.statSync(file).size, 0);
   process.stdout.write(`${entry ? `${entry.name} (${id})` : id}: ${paths.join(', ')} (${formatBytes(bytes)})\n`);

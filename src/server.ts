@@ -32,7 +32,7 @@ import { mountTranscriptionRoutes } from './routes/transcriptions.js';
 import { UploadBudget } from './services/audio/upload-budget.js';
 import { Catalog } from './services/catalog.js';
 import { CATALOG_MODELS } from './services/catalog-models.js';
-import { defaultHubCacheDir, HubClient } from './services/hub.js';
+import { defaultHubCacheDir, hubClientFromEnv } from './services/hub.js';
 import { ModelFiles } from './services/model-files.js';
 import { CustomVoices } from './services/tts/custom-voices.js';
 import { Gauge, Metrics } from './services/metrics.js';
@@ -43,11 +43,16 @@ import { Transcriber } from './services/stt/transcriber.js';
 import { SpeechService } from './services/tts/speech.js';
 import { Synthesizer } from './services/tts/synthesizer.js';
 import { apiBaseFor, startUiServer, type RunningUi } from './ui/server.js';
+import { DEFAULT_EVENT_LIMITS } from './wyoming/events.js';
+import { VOXD_VERSION } from './version.js';
+import { startWyomingServer, WYOMING_IDLE_MS, type RunningWyoming } from './wyoming/server.js';
 
 export interface RunningServer {
   port: number;
   /** The web interface's port with --start-ui, else null. */
   uiPort: number | null;
+  /** The Wyoming listener's port with --wyoming-port, else null. */
+  wyomingPort: number | null;
   /** The HTTP transport serving the API (`--transport auto` picks one). */
   transport: TransportName;
   context: RouteContext;
@@ -65,15 +70,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   native.setLogLevel(config.logLevel === 'debug' || config.logLevel === 'trace' ? NativeLogLevel.info : NativeLogLevel.warn);
 
   const metrics = new Metrics();
-  const hub = new HubClient({
-    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
-    token: env.HF_TOKEN || undefined,
-    cacheDir: defaultHubCacheDir(env),
-    offline: config.offline || env.HF_HUB_OFFLINE === '1',
-    logger,
-    progressBar: true,
-    inactivityTimeoutMs: config.downloadTimeoutS * 1000,
-  });
+  const hub = hubClientFromEnv(env, config, logger);
   const files = new ModelFiles({ hub, logger, modelsDirs: config.modelsDirs, fallbacks: { [DEFAULT_VAD_MODEL]: shippedVadModel } });
   const registry = new ModelRegistry({
     engines: [
@@ -200,6 +197,33 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
     }
     logger.info({ host: config.uiHost, port: ui.port }, `voxd web interface on http://${config.uiHost}:${ui.port}`);
   }
+  let wyoming: RunningWyoming | null = null;
+  if (config.wyomingPort !== null) {
+    const host = config.wyomingHost ?? config.host;
+    try {
+      wyoming = await startWyomingServer({
+        host,
+        port: config.wyomingPort,
+        maxConnections: config.maxWyomingConnections,
+        registry,
+        transcriber: stt,
+        speech: tts,
+        uploads,
+        logger,
+        sttModel: config.wyomingSttModel ?? config.sttModel,
+        ttsModel: config.wyomingTtsModel ?? config.ttsModel,
+        version: VOXD_VERSION,
+        limits: { ...DEFAULT_EVENT_LIMITS, maxAudioSeconds: config.maxAudioSeconds, idleMs: WYOMING_IDLE_MS },
+      });
+    } catch (error) {
+      // not half-started, as for the web interface
+      await Promise.all([http.close(0), ui?.close()]);
+      await registry.close();
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new Error(`the Wyoming listener cannot listen on ${host}:${config.wyomingPort} (--wyoming-port, --wyoming-host): ${reason}`, { cause: error });
+    }
+    logger.info({ host, port: wyoming.port }, `voxd Wyoming (Home Assistant) on tcp://${host}:${wyoming.port}`);
+  }
 
   registry.preload(config.preload).then(
     () => {
@@ -214,6 +238,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
   return {
     port,
     uiPort: ui?.port ?? null,
+    wyomingPort: wyoming?.port ?? null,
     transport: transport.name,
     context,
     async close() {
@@ -222,7 +247,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
       if (config.drainGraceS > 0) await sleep(config.drainGraceS * 1000);
       logger.info({ timeoutSeconds: config.drainTimeoutS }, 'draining: no new connections; waiting for requests and live turns in flight');
       const timeoutMs = config.drainTimeoutS * 1000;
-      await Promise.all([http.close(timeoutMs, liveSessions.drain(Date.now() + timeoutMs)), ui?.close()]);
+      await Promise.all([http.close(timeoutMs, liveSessions.drain(Date.now() + timeoutMs)), ui?.close(), wyoming?.close()]);
       await scheduler.idle();
       await registry.close();
       logger.off('level-change', followLevel);

@@ -56,6 +56,11 @@ export class Catalog {
     return entry.memoryBytes ?? this.downloadBytes(entry);
   }
 
+  /** The memory its card gives for the model ID an entry stands for, or null (no entry, or no figure). */
+  memoryBytesOf(modelId: string): number | null {
+    return this.entries.find((entry) => entry.id === modelId)?.memoryBytes ?? null;
+  }
+
   /** Whether every file of it is in the hub cache (no network). */
   isCached(entry: CatalogEntry): boolean {
     return entry.files.every((file) => this.hub.cachedFile(entry.repo, file.path) !== null);

@@ -9,6 +9,7 @@
  * cache (cache-layout.ts), the hub's HTTP API (api.ts), each blob downloaded once (shared-download.ts), one blob's
  * transfer (download.ts), its hash (integrity.ts), progress reports (progress.ts).
  */
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { HubApi, type FileMetadata } from './hub/api.js';
@@ -20,7 +21,9 @@ import { SharedDownloads } from './hub/shared-download.js';
 import type { DownloadTracker } from './hub/tracker.js';
 import type { HubCachedRepo, HubFile, HubLogger } from './hub/types.js';
 
-export { defaultHubCacheDir } from './hub/cache-layout.js';
+import { defaultHubCacheDir } from './hub/cache-layout.js';
+
+export { defaultHubCacheDir };
 export { HubError, type HubErrorKind } from './hub/errors.js';
 export { DownloadTracker, type DownloadState } from './hub/tracker.js';
 export type { HubCachedRepo, HubFile, HubLogger } from './hub/types.js';
@@ -43,6 +46,22 @@ export interface HubOptions {
 
 /** `--download-timeout-s`'s default: far below undici's own 300 s, far above a hub's pauses between chunks. */
 export const DEFAULT_DOWNLOAD_TIMEOUT_S = 30;
+
+/**
+ * The hub client of the server and of the model commands alike: the environment's hub (HF_ENDPOINT), token, cache and
+ * offline mode, with voxd's own settings; a bar on stderr when it is a terminal.
+ */
+export function hubClientFromEnv(env: NodeJS.ProcessEnv, settings: { offline: boolean; downloadTimeoutS: number }, logger: HubLogger): HubClient {
+  return new HubClient({
+    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
+    token: env.HF_TOKEN || undefined,
+    cacheDir: defaultHubCacheDir(env),
+    offline: settings.offline || env.HF_HUB_OFFLINE === '1',
+    logger,
+    progressBar: true,
+    inactivityTimeoutMs: settings.downloadTimeoutS * 1000,
+  });
+}
 
 export class HubClient {
   private readonly api: HubApi;
@@ -87,6 +106,15 @@ export class HubClient {
     } catch (error) {
       return this.fallBackToCache(error, cached(), subject);
     }
+  }
+
+  /** What downloading a listed file still takes on disk: none when cached, its size less what an earlier transfer left. */
+  bytesToFetch(repo: string, file: HubFile): number {
+    if (this.cachedFile(repo, file.path) !== null) return 0;
+    const size = file.lfs?.size ?? file.size;
+    // an LFS file's blob is named by its sha256, which the listing gives; a small git file is fetched whole anyway
+    const partial = file.lfs ? (fs.statSync(`${this.cache.blobPath(repo, file.lfs.oid)}.incomplete`, { throwIfNoEntry: false })?.size ?? 0) : 0;
+    return Math.max(0, size - partial);
   }
 
   /** Refuses (HubError 'disk_full') before `bytes` more are downloaded into a cache whose disk cannot hold them. */

@@ -64,11 +64,13 @@ export class ModelFiles {
       const listing = await hub.listFiles(ref.repo, signal ? { signal } : {});
       const { model, projector, companions } = pickRepoFiles(ref.repo, listing, ref.quant);
       const wanted = [model, ...(projector ? [projector] : []), ...companions];
-      const sizes = wanted.map((file) => sizeOf(listing.find((f) => f.path === file) as HubFile));
-      tracker?.expect(sizes.reduce((sum, size) => sum + size, 0));
+      const files = wanted.map((file) => listing.find((f) => f.path === file) as HubFile);
+      tracker?.expect(files.reduce((sum, file) => sum + sizeOf(file), 0));
       // the whole model must fit before any of it is fetched
-      const missing = wanted.reduce((sum, file, i) => sum + (hub.cachedFile(ref.repo, file) === null ? (sizes[i] as number) : 0), 0);
-      await hub.ensureFreeSpace(missing, `model ${id}`);
+      await hub.ensureFreeSpace(
+        files.reduce((sum, file) => sum + hub.bytesToFetch(ref.repo, file), 0),
+        `model ${id}`,
+      );
       const resolved = { id, path: await get(ref.repo, model), projector: projector ? await get(ref.repo, projector) : null };
       // into the same snapshot directory, so the engine finds them beside the model file
       for (const file of companions) await get(ref.repo, file);
@@ -114,7 +116,9 @@ export class ModelFiles {
       const listing = hub.cachedListing(ref.repo);
       if (listing === null) return null;
       const { model, projector, companions } = pickRepoFiles(ref.repo, listing, ref.quant);
-      files = [model, ...(projector ? [projector] : []), ...companions];
+      // an mmproj or a config serves every model file of the repository: it stays while another one is cached
+      const othersCached = listing.some((f) => f.path !== model && MODEL_FILE.test(f.path) && !PROJECTOR_FILE.test(f.path));
+      files = [model, ...(othersCached ? [] : [...(projector ? [projector] : []), ...companions])];
     }
     const freed = await Promise.all(files.map((file) => hub.removeCachedFile(ref.repo, file)));
     return freed.every((bytes) => bytes === null) ? null : freed.reduce<number>((sum, bytes) => sum + (bytes ?? 0), 0);

@@ -187,6 +187,19 @@ export class ModelRegistry {
     return { model: model as M, release, [Symbol.dispose]: release };
   }
 
+  /**
+   * The model an ID names when it is loaded, else null: no load, no lease (for what describes models at once: a
+   * Wyoming `info`). An alias without a default model is null too.
+   */
+  peek(rawId: string): LoadedModel | null {
+    try {
+      const key = this.canonicalIdOrNull(this.resolveAlias(rawId));
+      return key === null ? null : (this.entries.get(key)?.model ?? null);
+    } catch {
+      return null;
+    }
+  }
+
   /** The loaded model of `task` that finished loading last (the model a client most likely chose with POST /v1/models). */
   latestLoaded(task: ModelTask): string | null {
     let latest: Entry | null = null;
@@ -207,19 +220,26 @@ export class ModelRegistry {
 
   /**
    * POST /v1/models with progress: the load's state every PROGRESS_INTERVAL_MS while it downloads or loads, then the
-   * model. `signal` as for `acquire`.
+   * model. An ID that names no model throws here, before any event (so the answer is its 4xx); `signal` as for
+   * `acquire`.
    */
-  async *loadEvents(rawId: string, signal: AbortSignal): AsyncGenerator<LoadEvent> {
+  loadEvents(rawId: string, signal: AbortSignal): AsyncGenerator<LoadEvent> {
     const entry = this.entryFor(this.canonicalId(this.resolveAlias(rawId)));
-    const loading = this.load(rawId, { signal });
-    let settled = false;
+    return this.followLoad(entry, this.load(rawId, { signal }));
+  }
+
+  private async *followLoad(entry: Entry, loading: Promise<ModelInfo>): AsyncGenerator<LoadEvent> {
+    const tick = new AbortController();
     const done = loading.then(
-      () => (settled = true),
-      () => (settled = true),
+      () => true,
+      () => true,
     );
-    while (!settled) {
-      if (!entry.model) yield { type: 'model.progress', id: entry.id, ...this.progressOf(entry) };
-      await Promise.race([done, delay(PROGRESS_INTERVAL_MS)]);
+    try {
+      do {
+        if (!entry.model) yield { type: 'model.progress', id: entry.id, ...this.progressOf(entry) };
+      } while (!(await Promise.race([done, delay(PROGRESS_INTERVAL_MS, false, { signal: tick.signal })])));
+    } finally {
+      tick.abort(); // no timer outlives the stream
     }
     yield { type: 'model.loaded', model: await loading };
   }
@@ -393,12 +413,13 @@ export class ModelRegistry {
     }
     const started = performance.now();
     const resolved = await this.options.files.fetch(id, { signal, tracker: entry.tracker });
-    // every request left while the files were fetched: load nothing for no one
-    signal.throwIfAborted();
+    // every request left, or DELETE cancelled, while the files were fetched: load nothing
+    if (signal.aborted) throw new ApiError('download_cancelled', `the load of model ${id} was cancelled`, { param: 'model' });
     uncancellable();
     entry.phase = 'loading';
     const [weights, projector] = await Promise.all([diskBytes(resolved.path), resolved.projector ? diskBytes(resolved.projector) : 0]);
-    ensureMemoryFor(id, weights + projector);
+    // a catalog model's card may say it takes more than its weights
+    ensureMemoryFor(id, Math.max(weights + projector, this.options.catalog.memoryBytesOf(id) ?? 0));
     let model: LoadedModel;
     try {
       model = await this.loadFiles(await this.engineFor(resolved.path, resolved.id), resolved);
@@ -529,7 +550,7 @@ export class ModelRegistry {
   private availableInfos(): ModelInfo[] {
     const { stt, tts } = this.options.defaults;
     const aliases = [...STT_ALIASES.map((a) => [a, stt] as const), ...TTS_ALIASES.map((a) => [a, tts] as const)].flatMap(([alias, target]) =>
-      target === null ? [] : [{ ...this.unloadedInfo(alias), target }],
+      target === null ? [] : [{ ...this.unloadedInfo(alias), target: this.catalogTarget(target) ?? target }],
     );
     const builtins = Object.entries(this.options.builtins ?? {}).map(([id, b]) => ({ ...this.unloadedInfo(id), task: b.task, engine: b.engine }));
     const vad = { ...this.unloadedInfo(this.options.defaults.vad), task: 'vad' as const };

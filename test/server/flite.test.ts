@@ -17,7 +17,7 @@ import { ApiError } from '../../src/errors.js';
 import { HubClient } from '../../src/services/hub.js';
 import { Metrics } from '../../src/services/metrics.js';
 import { newRegistry } from '../helpers/registry.js';
-import { planSynthesis } from '../../src/services/tts/speech.js';
+import { planSynthesis, speechRequest } from '../../src/services/tts/speech.js';
 import { startTestServer } from '../helpers/server.js';
 import { FLITE_INSTALLED, SPHINX_INSTALLED, wer } from '../helpers/transcripts.js';
 import { rms } from '../helpers/signal.js';
@@ -215,20 +215,7 @@ describe('built-in flite voices', { skip: FLITE_INSTALLED ? false : 'Debian libf
   it('is refused a reference voice and other languages, and speaks without instructions, by what it declares; refuses unknown voices; ignores sampling fields', async () => {
     const text = 'Fields the engine cannot honour.';
     // the speech service decides these from the model's capabilities (the one place they are checked)
-    const plan = (fields: Partial<Parameters<typeof planSynthesis>[1]>) =>
-      planSynthesis(model, {
-        model: FLITE_MODEL_ID,
-        voice: null,
-        speed: 1,
-        language: 'a',
-        temperature: null,
-        maxTokens: null,
-        seed: null,
-        referenceAudio: null,
-        referenceText: null,
-        instructions: null,
-        ...fields,
-      });
+    const plan = (fields: Partial<Parameters<typeof planSynthesis>[1]>) => planSynthesis(model, speechRequest(FLITE_MODEL_ID, text, fields));
     assert.deepEqual(plan({ instructions: { text: 'Speak cheerfully.', field: 'instructions' } }).ignored, ['instructions']);
     assert.throws(() => plan({ referenceAudio: 'data:audio/wav;base64,AAAA' }), invalid('ref_audio'));
     assert.throws(() => plan({ language: 'fr' }), invalid('lang_code'));

@@ -287,7 +287,8 @@ export function ModelPicker({
           </option>
         ))}
       </select>
-      <CatalogFetch model={models.find((model) => model.id === value)} onFetched={announceModelsChanged} />
+      {/* one per model: a fetch shows under the model it fetches, never under the next one chosen */}
+      <CatalogFetch key={value} model={models.find((model) => model.id === value)} onFetched={announceModelsChanged} />
     </>
   );
 }

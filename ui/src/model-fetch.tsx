@@ -85,25 +85,27 @@ export function FetchProgressBar({ progress, label }: { progress: FetchProgress;
 export function CatalogFetch({ model, onFetched }: { model: ModelInfo | undefined; onFetched: () => void }) {
   const [progress, setProgress] = useState<FetchProgress | null>(null);
   const [error, setError] = useState<unknown>(null);
-  const fetching = useRef<string | null>(null);
-  useEffect(() => {
-    setError(null);
-    setProgress(null);
-  }, [model?.id]);
+  // another model chosen unmounts this one (its `key`): the download goes on on the server, unreported here
+  const mounted = useRef(true);
+  useEffect(
+    () => () => {
+      mounted.current = false;
+    },
+    [],
+  );
   if (!model || model.cached !== false || model.loaded) return null;
 
   const id = model.id;
   async function start(): Promise<void> {
-    fetching.current = id;
     setError(null);
     setProgress({ state: 'downloading' });
     try {
-      await fetchModel(id, (p) => fetching.current === id && setProgress(p));
+      await fetchModel(id, (p) => mounted.current && setProgress(p));
       onFetched();
     } catch (failure) {
-      if (fetching.current === id) setError(failure);
+      if (mounted.current) setError(failure);
     } finally {
-      if (fetching.current === id) setProgress(null);
+      if (mounted.current) setProgress(null);
     }
   }
 

@@ -199,12 +199,15 @@ interface RowLoad {
   cancel: () => void;
 }
 
-/** The state cell of a row: the load's progress bar while one runs, else a badge. */
-function StateCell({ load, label, on, text }: { load: RowLoad | null; label: string; on: boolean; text: string }) {
+/**
+ * The state cell of a row: a progress bar while a load runs (this page's, or one the list reports: a request, a
+ * `voxd pull`), else a badge.
+ */
+function StateCell({ model, load, label, on, text }: { model: ModelInfo; load: RowLoad | null; label: string; on: boolean; text: string }) {
+  const listed: FetchProgress | null = model.state === 'downloading' ? { state: 'downloading', bytes: model.bytes, total: model.total, eta: model.eta } : null;
+  const progress = load?.progress ?? listed;
   return (
-    <td class="model-state">
-      {load?.progress ? <FetchProgressBar progress={load.progress} label={label} /> : <span class={`badge ${on ? 'on' : ''}`}>{text}</span>}
-    </td>
+    <td class="model-state">{progress ? <FetchProgressBar progress={progress} label={label} /> : <span class={`badge ${on ? 'on' : ''}`}>{text}</span>}</td>
   );
 }
 
@@ -265,7 +268,7 @@ function CatalogRow({
         <td class="model-task">{model.task ? (TASK_NAMES[model.task] ?? model.task) : '—'}</td>
         <td class="model-size">{formatBytes(model.size_bytes ?? 0)}</td>
         <td class="model-size">{model.memory_bytes ? formatBytes(model.memory_bytes) : '—'}</td>
-        <StateCell load={load} label={`Fetching ${model.id}`} on={loaded} text={load ? 'starting…' : state} />
+        <StateCell model={model} load={load} label={`Fetching ${model.id}`} on={loaded} text={load ? 'starting…' : state} />
         <ActionCell id={model.id} load={load} verb={model.cached ? 'Load' : 'Download'} disabled={disabled || loaded} onClick={onLoad} />
       </tr>
       <RowError error={error} columns={6} />
@@ -303,6 +306,7 @@ function ModelRow({
           {model.size_bytes === undefined ? '—' : formatBytes(model.size_bytes)}
         </td>
         <StateCell
+          model={model}
           load={load}
           label={`Fetching ${model.id}`}
           on={model.loaded}

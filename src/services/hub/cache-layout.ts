@@ -9,7 +9,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { isNotFound } from '../file-lock.js';
-import type { Subject } from './errors.js';
+import { HubError, type Subject } from './errors.js';
 import type { HubCachedRepo, HubFile } from './types.js';
 import { replaceAtomically } from '../atomic-file.js';
 
@@ -90,17 +90,20 @@ export class HubCacheLayout {
   async removeFile(repo: string, file: string): Promise<number | null> {
     const snapshotsDir = path.join(this.repoDir(repo), 'snapshots');
     const snapshots = readdirOrEmpty(snapshotsDir).map((commit) => path.join(snapshotsDir, commit));
+    const links: string[] = [];
     const named = new Set<string>();
-    let found = false;
     for (const snapshot of snapshots) {
       const link = path.join(snapshot, ...file.split('/'));
       if (!(await fsp.lstat(link).catch(() => null))) continue;
-      found = true;
+      links.push(link);
       const blob = await fsp.realpath(link).catch(() => null);
       if (blob) named.add(blob);
-      await fsp.rm(link, { force: true });
     }
-    if (!found) return null;
+    if (links.length === 0) return null;
+    // a download holding a blob's lock is writing beside it (a new revision's, a resumed one): leave the file alone
+    const busy = [...named].find((blob) => fs.existsSync(`${blob}.lock`));
+    if (busy) throw new HubError('busy', `${repo}/${file} is being downloaded (${busy}.lock is held); remove it once that is done`);
+    for (const link of links) await fsp.rm(link, { force: true });
     const stillNamed = new Set(snapshots.flatMap((snapshot) => listSnapshotFiles(snapshot).map((relative) => fs.realpathSync(path.join(snapshot, relative)))));
     let freed = 0;
     for (const blob of named) {

@@ -1,6 +1,6 @@
 /** The hub client's one error type, and what a request was about, for its messages. */
 
-export type HubErrorKind = 'not_found' | 'unauthorized' | 'offline' | 'network' | 'integrity' | 'aborted' | 'disk_full';
+export type HubErrorKind = 'not_found' | 'unauthorized' | 'offline' | 'network' | 'integrity' | 'aborted' | 'disk_full' | 'busy';
 
 export class HubError extends Error {
   readonly kind: HubErrorKind;

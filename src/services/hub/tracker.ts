@@ -30,7 +30,11 @@ export class DownloadTracker {
 
   /** A file of the model, as the blob it is stored as. */
   add(blobPath: string, size: number): void {
+    if (this.blobs.has(blobPath)) return;
     this.blobs.set(blobPath, size);
+    // what it has on disk already (cached, or resumed) did not arrive since the samples were taken: not a rate
+    const present = Math.min(size, bytesOnDisk(blobPath));
+    for (const sample of this.samples) sample.bytes += present;
   }
 
   state(now = Date.now()): DownloadState {

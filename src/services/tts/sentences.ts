@@ -11,6 +11,16 @@ export const MAX_PIECE_CHARS = 400;
 const SENTENCE_END = /(?<=[.!?…]+["'”’)\]]*)\s+|\s*\n\s*/u;
 const CLAUSE_END = /(?<=[,;:—])\s+/u;
 
+/**
+ * Text that arrives in pieces (Wyoming's streaming synthesis), cut after its last sentence end: what can be spoken
+ * now, and the rest that waits for more.
+ */
+export function completeSentences(text: string): { complete: string; rest: string } {
+  let end = 0;
+  for (const match of text.matchAll(new RegExp(SENTENCE_END.source, 'gu'))) end = (match.index ?? 0) + match[0].length;
+  return { complete: text.slice(0, end), rest: text.slice(end) };
+}
+
 export function splitSentences(text: string, maxChars = MAX_PIECE_CHARS): string[] {
   return text
     .split(SENTENCE_END)

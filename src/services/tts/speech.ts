@@ -35,6 +35,25 @@ export interface SpeechRequest {
   instructions: { text: string; field: string } | null;
 }
 
+/** A speech request for `input` with the API's defaults (the model's default voice, speed 1, `lang_code` a, pcm), `fields` over them. */
+export function speechRequest(model: string, input: string, fields: Partial<SpeechRequest> = {}): SpeechRequest {
+  return {
+    model,
+    input,
+    voice: null,
+    speed: 1,
+    language: 'a',
+    format: 'pcm',
+    temperature: null,
+    maxTokens: null,
+    seed: null,
+    referenceAudio: null,
+    referenceText: null,
+    instructions: null,
+    ...fields,
+  };
+}
+
 export interface SpeechLimits {
   /** --max-input-chars. */
   maxInputChars: number;
@@ -192,21 +211,7 @@ export class SpeechService {
     }
     const voice = await customVoices.create(fields, signal);
     try {
-      const first: SpeechRequest = {
-        model,
-        input: 'Hello.',
-        voice: voice.id,
-        speed: 1,
-        language: 'en',
-        format: 'pcm',
-        temperature: null,
-        maxTokens: 1,
-        seed: null,
-        referenceAudio: null,
-        referenceText: null,
-        instructions: null,
-      };
-      using prepared = await this.prepare(first, signal);
+      using prepared = await this.prepare(speechRequest(model, 'Hello.', { voice: voice.id, language: 'en', maxTokens: 1 }), signal);
       await prepared.whole();
     } catch (error) {
       // not kept half-made: the client sees the failure and may send the voice again (the deletion runs to its end)
@@ -255,6 +260,11 @@ export class PreparedSpeech implements Disposable {
 
   get modelId(): string {
     return this.lease.model.id;
+  }
+
+  /** The rate of the audio it speaks (its PCM is 16-bit mono at this rate). */
+  get sampleRate(): number {
+    return this.lease.model.sampleRate;
   }
 
   /** The whole file: every piece through the model's batching path, encoded at once. */

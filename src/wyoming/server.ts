@@ -1,0 +1,64 @@
+/**
+ * The Wyoming listener (docs/wyoming.md): a TCP port beside the HTTP API (`--wyoming-port`), serving speech-to-text
+ * and text-to-speech to Home Assistant and other Wyoming clients through the same services. Connections beyond
+ * `--max-wyoming-connections` are answered with an `error` and closed; the models it serves are loaded when it
+ * starts, so that its `info` lists them from the first `describe`.
+ */
+import net from 'node:net';
+import { encodeEvent } from './events.js';
+import { WyomingConnection, type WyomingServices } from './connection.js';
+
+/** A Wyoming connection that sends nothing for this long is closed (Home Assistant opens one per request). */
+export const WYOMING_IDLE_MS = 60_000;
+
+export interface WyomingServerOptions extends WyomingServices {
+  host: string;
+  port: number;
+  maxConnections: number;
+}
+
+export interface RunningWyoming {
+  port: number;
+  /** Stops listening and closes every connection (the work for them stops). */
+  close(): Promise<void>;
+}
+
+export async function startWyomingServer(options: WyomingServerOptions): Promise<RunningWyoming> {
+  const connections = new Set<WyomingConnection>();
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    if (connections.size >= options.maxConnections) {
+      socket.end(
+        encodeEvent('error', {
+          text: `this server takes at most ${options.maxConnections} Wyoming connections at once (--max-wyoming-connections); retry later`,
+          code: 'too_many_connections',
+        }),
+      );
+      return;
+    }
+    const connection = new WyomingConnection(socket, options);
+    connections.add(connection);
+    socket.once('close', () => connections.delete(connection));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  // loaded now, so that a describe lists them (it never waits for a load); a failure is the first request's to report
+  for (const model of [options.sttModel, options.ttsModel]) {
+    if (model !== null)
+      options.registry.load(model, { pinned: true }).catch((error: unknown) => options.logger.warn({ model, err: error }, 'wyoming: model failed to load'));
+  }
+  return {
+    port,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const connection of connections) connection.close();
+      await closed;
+    },
+  };
+}

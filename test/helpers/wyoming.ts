@@ -1,0 +1,107 @@
+/**
+ * A Wyoming client written from the protocol's documentation (a JSON header line, then `data_length` bytes of JSON
+ * data and `payload_length` bytes of payload), apart from voxd's own reader, so the two check each other.
+ */
+import net from 'node:net';
+
+export interface ClientEvent {
+  type: string;
+  data: Record<string, unknown>;
+  payload: Buffer | null;
+}
+
+export interface WyomingClient {
+  send(type: string, data?: Record<string, unknown>, payload?: Buffer): void;
+  /** Raw bytes, for malformed input. */
+  write(bytes: Buffer | string): void;
+  /** The next event; rejects when the connection closes first or after `ms`. */
+  next(ms?: number): Promise<ClientEvent>;
+  /** Events until one of `type` (included). */
+  until(type: string, ms?: number): Promise<ClientEvent[]>;
+  /** Resolves once the server closed the connection. */
+  closed: Promise<void>;
+  close(): void;
+}
+
+export async function connectWyoming(port: number, host = '127.0.0.1'): Promise<WyomingClient> {
+  const socket = net.connect(port, host);
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  let buffered = Buffer.alloc(0);
+  const events: ClientEvent[] = [];
+  const waiters: ((event: ClientEvent | null) => void)[] = [];
+  let ended = false;
+  const deliver = (event: ClientEvent | null): void => {
+    const waiter = waiters.shift();
+    if (waiter) waiter(event);
+    else if (event) events.push(event);
+  };
+  const parse = (): void => {
+    for (;;) {
+      const newline = buffered.indexOf(0x0a);
+      if (newline < 0) return;
+      const header = JSON.parse(buffered.subarray(0, newline).toString('utf8')) as Record<string, unknown>;
+      const dataLength = (header.data_length as number | undefined) ?? 0;
+      const payloadLength = (header.payload_length as number | undefined) ?? 0;
+      if (buffered.length < newline + 1 + dataLength + payloadLength) return;
+      const dataStart = newline + 1;
+      const data = {
+        ...((header.data as Record<string, unknown> | undefined) ?? {}),
+        ...(dataLength > 0 ? (JSON.parse(buffered.subarray(dataStart, dataStart + dataLength).toString('utf8')) as Record<string, unknown>) : {}),
+      };
+      const payload = payloadLength > 0 ? Buffer.from(buffered.subarray(dataStart + dataLength, dataStart + dataLength + payloadLength)) : null;
+      buffered = buffered.subarray(dataStart + dataLength + payloadLength);
+      deliver({ type: header.type as string, data, payload });
+    }
+  };
+  socket.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    parse();
+  });
+  const closed = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      ended = true;
+      while (waiters.length > 0) deliver(null);
+      resolve();
+    }),
+  );
+  socket.on('error', () => undefined);
+  const client: WyomingClient = {
+    send(type, data = {}, payload) {
+      const body = Object.keys(data).length > 0 ? Buffer.from(JSON.stringify(data)) : null;
+      const header = { type, version: '1.8.0', ...(body ? { data_length: body.length } : {}), ...(payload?.length ? { payload_length: payload.length } : {}) };
+      socket.write(Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), ...(body ? [body] : []), ...(payload?.length ? [payload] : [])]));
+    },
+    write(bytes) {
+      socket.write(bytes);
+    },
+    next(ms = 30_000) {
+      const ready = events.shift();
+      if (ready) return Promise.resolve(ready);
+      if (ended) return Promise.reject(new Error('the server closed the connection'));
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no event within ${ms} ms`)), ms);
+        waiters.push((event) => {
+          clearTimeout(timer);
+          if (event) resolve(event);
+          else reject(new Error('the server closed the connection'));
+        });
+      });
+    },
+    async until(type, ms = 30_000) {
+      const seen: ClientEvent[] = [];
+      for (;;) {
+        const event = await client.next(ms);
+        seen.push(event);
+        if (event.type === type) return seen;
+      }
+    },
+    closed,
+    close() {
+      socket.destroy();
+    },
+  };
+  return client;
+}

@@ -1,0 +1,233 @@
+/**
+ * The Wyoming listener (docs/wyoming.md) against a real server with `--wyoming-port`, through a client written from
+ * the protocol's documentation (test/helpers/wyoming.ts): `info` with every field Home Assistant requires, a shared
+ * clip transcribed at 16 kHz and 22.05 kHz as HTTP transcribes it (with streamed transcript chunks), speech whole and
+ * streamed (the compatibility `synthesize` in the middle ignored, `synthesize-stopped` at the end) as HTTP speaks it,
+ * errors for bad input that close the connection, a client that leaves mid-synthesis, and 8 clients at once.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { decodeAudio } from '../../src/services/audio/decode.js';
+import { JFK_WAV } from '../helpers/paths.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { wavBytes } from '../helpers/wav.js';
+import { connectWyoming, type ClientEvent, type WyomingClient } from '../helpers/wyoming.js';
+
+/** PCM of `events`' audio-chunks, and the format their audio-start gave. */
+function audioOf(events: ClientEvent[]): { format: Record<string, unknown>; pcm: Buffer } {
+  const start = events.find((e) => e.type === 'audio-start');
+  assert.ok(start, `an audio-start in ${events.map((e) => e.type).join(', ')}`);
+  return { format: start.data, pcm: Buffer.concat(events.filter((e) => e.type === 'audio-chunk').map((e) => e.payload ?? Buffer.alloc(0))) };
+}
+
+async function httpSpeech(base: string, input: string): Promise<Buffer> {
+  const response = await fetch(`${base}/v1/audio/speech`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'flite', input, voice: 'slt', response_format: 'pcm' }),
+  });
+  assert.equal(response.status, 200);
+  return Buffer.from(await response.arrayBuffer());
+}
+
+async function httpTranscript(base: string, wav: Buffer): Promise<string> {
+  const form = new FormData();
+  form.append('model', 'sphinx');
+  form.append('file', new Blob([new Uint8Array(wav)]), 'clip.wav');
+  const response = await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form });
+  assert.equal(response.status, 200);
+  return ((await response.json()) as { text: string }).text;
+}
+
+/** A transcription over Wyoming, as Home Assistant sends it: every event it answered with. */
+async function transcribe(client: WyomingClient, pcm: Buffer, rate: number, chunkBytes = 2048, ms = 30_000): Promise<ClientEvent[]> {
+  const format = { rate, width: 2, channels: 1 };
+  client.send('transcribe', { language: 'en' });
+  client.send('audio-start', { ...format, timestamp: null });
+  for (let at = 0; at < pcm.length; at += chunkBytes) client.send('audio-chunk', { ...format, timestamp: null }, pcm.subarray(at, at + chunkBytes));
+  client.send('audio-stop', { timestamp: null });
+  return client.until('transcript', ms);
+}
+
+describe('Wyoming (Home Assistant)', () => {
+  let server: TestServer;
+  let port: number;
+  /** jfk.wav as 16-bit PCM at 16 kHz and 22.05 kHz, and as the WAV files HTTP gets. */
+  const clips: Record<16000 | 22050, { wav: Buffer; pcm: Buffer }> = {} as never;
+  const cleanups: (() => Promise<void>)[] = [];
+  after(async () => {
+    for (const cleanup of cleanups) await cleanup();
+  });
+  before(async () => {
+    server = await startTestServer({ after: (fn) => cleanups.push(fn) }, { wyomingPort: 0, sttModel: 'sphinx', ttsModel: 'flite' });
+    port = server.server.wyomingPort!;
+    for (const rate of [16000, 22050] as const) {
+      const wav = wavBytes((await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: rate })).samples, rate);
+      clips[rate] = { wav, pcm: wav.subarray(44) };
+    }
+  });
+
+  it('describes its programs with every field Home Assistant requires', async () => {
+    const client = await connectWyoming(port);
+    // the models load when the listener starts; a describe never waits for them
+    let info: ClientEvent;
+    for (;;) {
+      client.send('describe');
+      info = await client.next();
+      const loaded = (info.data.asr as { models: { installed: boolean }[] }[])[0]?.models[0]?.installed;
+      if (loaded && (info.data.tts as { voices: unknown[] }[])[0]?.voices.length) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    client.close();
+    assert.equal(info.type, 'info');
+    const attribution = { name: 'voxd', url: 'https://www.npmjs.com/package/voxd' };
+    const [asr] = info.data.asr as Record<string, unknown>[];
+    assert.deepEqual(
+      [asr?.name, asr?.attribution, asr?.installed, typeof asr?.version, asr?.supports_transcript_streaming],
+      ['voxd', attribution, true, 'string', true],
+    );
+    const [model] = asr?.models as Record<string, unknown>[];
+    assert.deepEqual(
+      [model?.name, model?.languages, model?.installed, model?.attribution, 'version' in (model ?? {})],
+      ['sphinx', ['en'], true, attribution, true],
+    );
+    const [tts] = info.data.tts as Record<string, unknown>[];
+    assert.deepEqual([tts?.name, tts?.installed, tts?.supports_synthesize_streaming], ['voxd', true, true]);
+    const voices = tts?.voices as Record<string, unknown>[];
+    assert.ok(voices.length >= 4, 'flite voices');
+    for (const voice of voices) {
+      assert.deepEqual(voice.attribution, attribution);
+      assert.equal(voice.installed, true);
+      assert.ok(Array.isArray(voice.languages) && voice.languages.includes('en_US'), JSON.stringify(voice));
+    }
+    assert.ok(!('satellite' in info.data), 'no satellite: Home Assistant would set up nothing');
+    for (const key of ['handle', 'intent', 'wake', 'mic', 'snd']) assert.deepEqual(info.data[key], []);
+  });
+
+  it('transcribes a clip at 16 kHz as HTTP does, with streamed chunks first, and at 22.05 kHz', async () => {
+    const client = await connectWyoming(port);
+    const events = await transcribe(client, clips[16000].pcm, 16000);
+    const transcript = events.at(-1)!;
+    const viaHttp = await httpTranscript(server.base, clips[16000].wav);
+    assert.equal(transcript.data.text, viaHttp);
+    assert.equal(transcript.data.language, 'en');
+    assert.equal(events[0]?.type, 'transcript-start');
+    const chunks = events.filter((e) => e.type === 'transcript-chunk').map((e) => e.data.text as string);
+    assert.ok(chunks.length >= 2, `${chunks.length} chunks`);
+    assert.equal(chunks.join(' ').replace(/\s+/g, ' ').trim(), viaHttp);
+    assert.equal((await client.next()).type, 'transcript-stop');
+
+    // another rate on the same connection
+    const again = (await transcribe(client, clips[22050].pcm, 22050)).at(-1)!;
+    assert.equal(again.data.text, await httpTranscript(server.base, clips[22050].wav));
+    client.close();
+  });
+
+  it('answers audio-stop with no audio with an empty transcript', async () => {
+    const client = await connectWyoming(port);
+    const events = await transcribe(client, Buffer.alloc(0), 16000);
+    assert.deepEqual(
+      events.map((e) => [e.type, e.data.text]),
+      [['transcript', '']],
+    );
+    client.close();
+  });
+
+  it('speaks a synthesize as one audio group, the same samples HTTP gives', async () => {
+    const client = await connectWyoming(port);
+    const text = 'Hello from voxd. This is Home Assistant speaking.';
+    client.send('synthesize', { text, voice: { name: 'slt' } });
+    const events = await client.until('audio-stop');
+    client.close();
+    assert.deepEqual([...new Set(events.map((e) => e.type))], ['audio-start', 'audio-chunk', 'audio-stop']);
+    const { format, pcm } = audioOf(events);
+    assert.deepEqual([format.rate, format.width, format.channels], [16000, 2, 1]);
+    assert.ok(pcm.equals(await httpSpeech(server.base, text)), 'the same PCM as /v1/audio/speech');
+  });
+
+  it('streams synthesis a sentence at a time, ignoring the compatibility synthesize, and ends with synthesize-stopped', async () => {
+    const client = await connectWyoming(port);
+    client.send('synthesize-start', { voice: { name: 'slt' } });
+    for (const text of ['Hello ', 'world. How', ' are you', ' today?']) client.send('synthesize-chunk', { text });
+    client.send('synthesize', { text: 'Hello world. How are you today?', voice: { name: 'slt' } });
+    client.send('synthesize-stop');
+    const events = await client.until('synthesize-stopped');
+    client.close();
+    const groups = events.filter((e) => e.type === 'audio-start').length;
+    assert.equal(groups, 2, `one audio group per sentence, none for the compatibility synthesize: ${events.map((e) => e.type).join(' ')}`);
+    assert.equal(events.filter((e) => e.type === 'audio-stop').length, 2);
+    const first = events.slice(0, events.findIndex((e) => e.type === 'audio-stop') + 1);
+    assert.ok(audioOf(first).pcm.equals(await httpSpeech(server.base, 'Hello world.')), 'the first sentence as HTTP speaks it');
+
+    // an empty stream still ends
+    const empty = await connectWyoming(port);
+    empty.send('synthesize-start');
+    empty.send('synthesize-stop');
+    assert.deepEqual(
+      (await empty.until('synthesize-stopped')).map((e) => e.type),
+      ['synthesize-stopped'],
+    );
+    empty.close();
+  });
+
+  it('answers what it cannot do with an error event and closes the connection, and goes on serving', async () => {
+    const cases: [string, (client: WyomingClient) => void, RegExp][] = [
+      ['an unknown voice', (c) => c.send('synthesize', { text: 'Hi.', voice: { name: 'nobody' } }), /unknown voice 'nobody'/],
+      ['a language no voice speaks', (c) => c.send('synthesize', { text: 'Hi.', voice: { language: 'xx_XX' } }), /no voice speaks xx_XX/],
+      ['synthesize without text', (c) => c.send('synthesize', {}), /text is required/],
+      ['an impossible audio format', (c) => c.send('audio-start', { rate: 16000, width: 5, channels: 1 }), /width must be an integer from 1 to 4/],
+      ['audio before audio-start', (c) => c.send('audio-chunk', { rate: 16000, width: 2, channels: 1 }, Buffer.alloc(4)), /audio-chunk before audio-start/],
+      [
+        'a language the model does not speak',
+        (c) => (
+          c.send('transcribe', { language: 'de' }),
+          c.send('audio-start', { rate: 16000, width: 2, channels: 1 }),
+          c.send('audio-chunk', { rate: 16000, width: 2, channels: 1 }, clips[16000].pcm.subarray(0, 32000)),
+          c.send('audio-stop')
+        ),
+        /de/,
+      ],
+      ['a header that is not JSON', (c) => c.write('this is not json\n'), /not JSON/],
+      [
+        'a payload over the limit',
+        (c) => c.write(`${JSON.stringify({ type: 'audio-chunk', payload_length: 64 * 1024 * 1024 })}\n`),
+        /payload_length .* over the limit/,
+      ],
+    ];
+    for (const [what, send, message] of cases) {
+      const client = await connectWyoming(port);
+      send(client);
+      const event = await client.next();
+      assert.equal(event.type, 'error', what);
+      assert.match(event.data.text as string, message, what);
+      assert.equal(typeof event.data.code, 'string', what);
+      await client.closed;
+    }
+    const client = await connectWyoming(port);
+    client.send('describe');
+    assert.equal((await client.next()).type, 'info');
+    client.close();
+  });
+
+  it('survives a client that leaves in the middle of a synthesis', async () => {
+    const client = await connectWyoming(port);
+    client.send('synthesize', { text: 'A long text to speak, sentence after sentence. '.repeat(40) });
+    await client.until('audio-chunk');
+    client.close();
+    const next = await connectWyoming(port);
+    next.send('synthesize', { text: 'Still here.' });
+    assert.equal((await next.until('audio-stop')).at(-1)?.type, 'audio-stop');
+    next.close();
+  });
+
+  it('serves 8 clients at once, each its own transcript', async () => {
+    const clients = await Promise.all(Array.from({ length: 8 }, () => connectWyoming(port)));
+    // 4 s of the clip each: the built-in recognizer takes them in turns on 2 cores
+    const clip = clips[16000].pcm.subarray(0, 4 * 16000 * 2);
+    const transcripts = await Promise.all(clients.map(async (client) => (await transcribe(client, clip, 16000, 2048, 90_000)).at(-1)?.data.text));
+    for (const client of clients) client.close();
+    assert.deepEqual(new Set(transcripts).size, 1, 'every client got the same transcript');
+    assert.ok((transcripts[0] as string).length > 5, `a transcript: ${transcripts[0]}`);
+  });
+});
