@@ -31,7 +31,7 @@ export interface WyomingServices {
   limits: EventLimits & {
     /** --max-audio-seconds: the longest audio a transcription takes. */
     maxAudioSeconds: number;
-    /** A connection that sends nothing for this long is closed. */
+    /** A connection on which nothing is sent either way for this long is closed. */
     idleMs: number;
   };
 }
@@ -264,6 +264,8 @@ export class WyomingConnection {
 
   private async send(type: string, data: Record<string, unknown> = {}, payload: Buffer | null = null): Promise<void> {
     if (this.closed) return;
+    // a connection answering (a long synthesis) is not idle, whatever its client sends meanwhile
+    this.touch();
     if (!this.socket.write(encodeEvent(type, data, payload))) {
       await new Promise<void>((resolve) => {
         const done = (): void => {

@@ -15,11 +15,11 @@ const RUNNER = path.join(ROOT, 'dist', 'test', 'fuzz', 'run.js');
 
 /** Seconds of fuzzing per target (setup and the replay of its crashers included), and the fewest cases that is. */
 const TARGETS: { name: string; seconds: number; minCases: number; skip: string | false }[] = [
-  { name: 'flite-text', seconds: 20, minCases: 20, skip: FLITE_INSTALLED ? false : 'Debian libflite1 is not installed' },
-  { name: 'http-request', seconds: 20, minCases: 100, skip: false },
+  { name: 'flite-text', seconds: 10, minCases: 20, skip: FLITE_INSTALLED ? false : 'Debian libflite1 is not installed' },
+  { name: 'http-request', seconds: 15, minCases: 100, skip: false },
   { name: 'audio-file', seconds: 10, minCases: 200, skip: false },
   { name: 'realtime-events', seconds: 10, minCases: 10, skip: false },
-  { name: 'abort-mix', seconds: 30, minCases: 1, skip: false },
+  { name: 'abort-mix', seconds: 20, minCases: 1, skip: false },
 ];
 
 for (const { name, seconds, minCases, skip } of TARGETS) {
