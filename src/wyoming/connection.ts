@@ -284,17 +284,22 @@ export class WyomingConnection {
     if (this.closed) return;
     const apiError = error instanceof WyomingProtocolError ? new ApiError('invalid_request', error.message) : ApiError.from(error);
     if (apiError.status >= 500) this.services.logger.warn({ err: error }, 'wyoming: request failed');
-    this.socket.end(encodeEvent('error', { text: apiError.message, code: apiError.code }));
-    this.close();
+    const socket = this.socket;
+    this.close(false);
+    // the error goes out whole, then the connection ends whether or not the client closes its side
+    socket.end(encodeEvent('error', { text: apiError.message, code: apiError.code }), () => socket.destroy());
   }
 
-  /** Closes the connection at once (idle, or shutting down); work for it stops. */
-  close(): void {
+  /**
+   * Stops the connection's work; `drop` (idle, shutting down, the client gone) closes its socket at once, without
+   * waiting for a client that keeps its side open.
+   */
+  close(drop = true): void {
     if (this.closed) return;
     this.closed = true;
     if (this.idle) clearTimeout(this.idle);
     this.controller.abort();
-    if (!this.socket.destroyed) this.socket.end();
+    if (drop) this.socket.destroy();
   }
 
   private touch(): void {

@@ -28,12 +28,13 @@ export async function startWyomingServer(options: WyomingServerOptions): Promise
   const server = net.createServer((socket) => {
     socket.setNoDelay(true);
     if (connections.size >= options.maxConnections) {
-      socket.end(
-        encodeEvent('error', {
-          text: `this server takes at most ${options.maxConnections} Wyoming connections at once (--max-wyoming-connections); retry later`,
-          code: 'too_many_connections',
-        }),
-      );
+      const refusal = encodeEvent('error', {
+        text: `this server takes at most ${options.maxConnections} Wyoming connections at once (--max-wyoming-connections); retry later`,
+        code: 'too_many_connections',
+      });
+      // sent whole, then closed, whether or not the client closes its side
+      socket.on('error', () => socket.destroy());
+      socket.end(refusal, () => socket.destroy());
       return;
     }
     const connection = new WyomingConnection(socket, options);

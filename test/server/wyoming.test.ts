@@ -221,6 +221,32 @@ describe('Wyoming (Home Assistant)', () => {
     next.close();
   });
 
+  it('answers a connection beyond --max-wyoming-connections with an error and closes it', async () => {
+    const small = await startTestServer(
+      { after: (fn) => cleanups.push(fn) },
+      { wyomingPort: 0, maxWyomingConnections: 1, sttModel: 'sphinx', ttsModel: 'flite' },
+    );
+    const first = await connectWyoming(small.server.wyomingPort!);
+    const second = await connectWyoming(small.server.wyomingPort!);
+    const refused = await second.next();
+    assert.deepEqual([refused.type, refused.data.code], ['error', 'too_many_connections']);
+    await second.closed;
+    first.send('describe');
+    assert.equal((await first.next()).type, 'info', 'the first connection is served');
+    first.close();
+    // its place is free again once the server has seen it close
+    const deadline = performance.now() + 10_000;
+    for (;;) {
+      const third = await connectWyoming(small.server.wyomingPort!);
+      third.send('describe');
+      const answer = await third.next();
+      third.close();
+      if (answer.type === 'info') break;
+      assert.ok(performance.now() < deadline, 'the closed connection never freed its place');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  });
+
   it('serves 8 clients at once, each its own transcript', async () => {
     const clients = await Promise.all(Array.from({ length: 8 }, () => connectWyoming(port)));
     // 4 s of the clip each: the built-in recognizer takes them in turns on 2 cores
