@@ -268,11 +268,12 @@ export class ModelRegistry {
    */
   describe(rawId: string): ModelInfo {
     const id = normaliseModelId(rawId);
-    const named = (STT_ALIASES as readonly string[]).includes(id) || (TTS_ALIASES as readonly string[]).includes(id) || this.catalogTarget(id) !== null;
+    const listed = this.catalogTarget(id) === null ? null : (this.options.catalog.find(id) as CatalogEntry);
+    const named = (STT_ALIASES as readonly string[]).includes(id) || (TTS_ALIASES as readonly string[]).includes(id) || listed !== null;
     const target = named ? this.resolveAlias(id) : null;
     const key = this.canonicalIdOrNull(target ?? id);
     const entry = key === null ? undefined : this.entries.get(key);
-    const catalog = this.catalogTarget(id) === null ? {} : this.catalogInfo(this.options.catalog.find(id) as CatalogEntry);
+    const catalog = listed === null ? {} : this.catalogInfo(listed);
     if (entry) return { ...catalog, ...this.describeEntry(entry), ...(target ? { id, target: entry.id } : {}) };
     if (target) return { ...this.unloadedInfo(id), ...catalog, target };
     const cached = this.availableInfos().find((info) => info.id === id);
