@@ -64,6 +64,15 @@ export function header(name) {
 }
 
 /**
+ * A module Debian's python imports (/usr/bin/python3: a python elsewhere on PATH may not see Debian's packages).
+ * @param {string} name
+ * @returns {Check}
+ */
+export function pythonModule(name) {
+  return () => (spawnSync('/usr/bin/python3', ['-c', `import ${name}`]).status === 0 ? null : 'not found by /usr/bin/python3');
+}
+
+/**
  * A shared library the dynamic loader finds by its soname (for libraries the addon opens at run time).
  * @param {string} soname
  * @returns {Check}
@@ -159,8 +168,9 @@ export const SYSTEM_DEPS = [
 
 /**
  * What `npm test` needs beyond the build, each for the test files whose names match `tests`: the browser its
- * web-interface tests drive (test/server/ui.test.ts), and nginx, which checks deploy/nginx/voxd.conf
- * (test/server/deploy.test.ts) and balances real instances (test/server/scale-out.test.ts).
+ * web-interface tests drive (test/server/ui.test.ts), nginx, which checks deploy/nginx/voxd.conf
+ * (test/server/deploy.test.ts) and balances real instances (test/server/scale-out.test.ts), and python-zeroconf, which
+ * discovers the Wyoming listener (test/server/wyoming.test.ts).
  * @type {(SystemDep & { tests: RegExp })[]}
  */
 export const TEST_DEPS = [
@@ -170,6 +180,12 @@ export const TEST_DEPS = [
     check: command(['nginx', '/usr/sbin/nginx'], undefined, '-v'),
     debian: 'nginx',
     tests: /^(deploy|scale-out)\./,
+  },
+  {
+    what: "python3-zeroconf (Home Assistant's mDNS library: finds the Wyoming listener as Home Assistant does)",
+    check: pythonModule('zeroconf'),
+    debian: 'python3-zeroconf',
+    tests: /^wyoming\./,
   },
 ];
 

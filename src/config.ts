@@ -50,6 +50,15 @@ export const configSchema = z.object({
   wyomingSttModel: z.string().min(1).nullable().default(null),
   wyomingTtsModel: z.string().min(1).nullable().default(null),
   maxWyomingConnections: positiveInt.max(10_000).default(16),
+  wyomingIdleTimeout: positiveInt.max(86_400).default(60),
+  wyomingZeroconf: z.enum(['on', 'off']).default('on'),
+  // one DNS label: at most 63 bytes, and no dot (Home Assistant reads the name up to its first dot)
+  wyomingZeroconfName: z
+    .string()
+    .min(1)
+    .refine((name) => Buffer.byteLength(name) <= 63 && !name.includes('.'), { error: 'at most 63 bytes, with no dot' })
+    .nullable()
+    .default(null),
   logDir: z.string().min(1).default('logs'),
   logLevel: z.enum(LOG_LEVELS).default('info'),
   realtimeModel: z.string().min(1).nullable().default(null),
@@ -193,6 +202,23 @@ export const SERVE_SETTINGS = withShownDefaults<keyof Config>(configSchema, {
     flag: '--max-wyoming-connections',
     value: 'n',
     help: 'Wyoming connections open at once; one more is answered with an `error` event and closed',
+  },
+  wyomingIdleTimeout: {
+    flag: '--wyoming-idle-timeout',
+    value: 'seconds',
+    help: 'close a Wyoming connection on which nothing was sent either way for this long while none of its work was under way (an `error` event, then close)',
+  },
+  wyomingZeroconf: {
+    flag: '--wyoming-zeroconf',
+    value: 'on|off',
+    env: 'VOXD_WYOMING_ZEROCONF',
+    help: 'advertise the Wyoming listener by zeroconf (`_wyoming._tcp`), for Home Assistant to discover, unless it is bound to a loopback address',
+  },
+  wyomingZeroconfName: {
+    flag: '--wyoming-zeroconf-name',
+    value: 'name',
+    env: 'VOXD_WYOMING_ZEROCONF_NAME',
+    help: 'name the Wyoming listener is advertised as (default: `voxd-` and the host name)',
   },
   logDir: LOG_DIR,
   logLevel: LOG_LEVEL,

@@ -45,7 +45,8 @@ import { Synthesizer } from './services/tts/synthesizer.js';
 import { apiBaseFor, startUiServer, type RunningUi } from './ui/server.js';
 import { DEFAULT_EVENT_LIMITS } from './wyoming/events.js';
 import { VOXD_VERSION } from './version.js';
-import { startWyomingServer, WYOMING_IDLE_MS, type RunningWyoming } from './wyoming/server.js';
+import { startWyomingServer, type RunningWyoming } from './wyoming/server.js';
+import { defaultZeroconfName } from './wyoming/zeroconf.js';
 
 export interface RunningServer {
   port: number;
@@ -205,6 +206,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
         host,
         port: config.wyomingPort,
         maxConnections: config.maxWyomingConnections,
+        zeroconfName: config.wyomingZeroconf === 'on' ? (config.wyomingZeroconfName ?? defaultZeroconfName()) : null,
         registry,
         transcriber: stt,
         speech: tts,
@@ -213,7 +215,7 @@ export async function startServer(config: Config, logger: Logger, env: NodeJS.Pr
         sttModel: config.wyomingSttModel ?? config.sttModel,
         ttsModel: config.wyomingTtsModel ?? config.ttsModel,
         version: VOXD_VERSION,
-        limits: { ...DEFAULT_EVENT_LIMITS, maxAudioSeconds: config.maxAudioSeconds, idleMs: WYOMING_IDLE_MS },
+        limits: { ...DEFAULT_EVENT_LIMITS, maxAudioSeconds: config.maxAudioSeconds, idleMs: config.wyomingIdleTimeout * 1000 },
       });
     } catch (error) {
       // not half-started, as for the web interface

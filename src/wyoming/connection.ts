@@ -64,6 +64,8 @@ export class WyomingConnection {
   private transcription: { model: string; language: string | null; format: PcmFormat | null; chunks: Buffer[]; bytes: number } | null = null;
   private synthesis: StreamingSynthesis | null = null;
   private idle: NodeJS.Timeout | null = null;
+  /** Events being handled and sentences being spoken: while any is, the connection is not idle. */
+  private working = 0;
   private closed = false;
 
   constructor(
@@ -87,7 +89,7 @@ export class WyomingConnection {
       return;
     }
     for (const event of events) {
-      this.queue = this.queue.then(() => (this.closed ? undefined : this.handle(event))).catch((error: unknown) => this.fail(error));
+      this.queue = this.queue.then(() => (this.closed ? undefined : this.busy(() => this.handle(event)))).catch((error: unknown) => this.fail(error));
     }
   }
 
@@ -216,7 +218,7 @@ export class WyomingConnection {
 
   /** Speaks `text` after what the stream has spoken so far; the events go on being read meanwhile. */
   private speakInTurn(synthesis: StreamingSynthesis, text: string): void {
-    synthesis.spoken = synthesis.spoken.then(() => this.speak(text, synthesis.voice));
+    synthesis.spoken = synthesis.spoken.then(() => this.busy(() => this.speak(text, synthesis.voice)));
     // a failure is sent and closes the connection; the stop that waits for it then finds it closed
     synthesis.spoken.catch((error: unknown) => this.fail(error));
   }
@@ -264,7 +266,6 @@ export class WyomingConnection {
 
   private async send(type: string, data: Record<string, unknown> = {}, payload: Buffer | null = null): Promise<void> {
     if (this.closed) return;
-    // a connection answering (a long synthesis) is not idle, whatever its client sends meanwhile
     this.touch();
     if (!this.socket.write(encodeEvent(type, data, payload))) {
       await new Promise<void>((resolve) => {
@@ -291,7 +292,7 @@ export class WyomingConnection {
   }
 
   /**
-   * Stops the connection's work; `drop` (idle, shutting down, the client gone) closes its socket at once, without
+   * Stops the connection's work; `drop` (shutting down, the client gone) closes its socket at once, without
    * waiting for a client that keeps its side open.
    */
   close(drop = true): void {
@@ -302,9 +303,26 @@ export class WyomingConnection {
     if (drop) this.socket.destroy();
   }
 
+  private async busy(work: () => Promise<void>): Promise<void> {
+    this.working++;
+    try {
+      await work();
+    } finally {
+      this.working--;
+      this.touch();
+    }
+  }
+
   private touch(): void {
     if (this.idle) clearTimeout(this.idle);
-    this.idle = setTimeout(() => this.close(), this.services.limits.idleMs).unref();
+    if (this.closed) return;
+    const { idleMs } = this.services.limits;
+    // a connection at work (a transcription waiting for its turn, a long synthesis) is not idle
+    const timedOut = (): void =>
+      this.working > 0
+        ? this.touch()
+        : this.fail(new ApiError('request_timeout', `nothing was sent either way for ${idleMs / 1000} s (--wyoming-idle-timeout)`));
+    this.idle = setTimeout(timedOut, idleMs).unref();
   }
 }
 

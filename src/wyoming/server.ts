@@ -7,14 +7,14 @@
 import net from 'node:net';
 import { encodeEvent } from './events.js';
 import { WyomingConnection, type WyomingServices } from './connection.js';
-
-/** A Wyoming connection that sends nothing for this long is closed (Home Assistant opens one per request). */
-export const WYOMING_IDLE_MS = 60_000;
+import { advertisedReach, advertiseWyoming, type WyomingAdvertisement } from './zeroconf.js';
 
 export interface WyomingServerOptions extends WyomingServices {
   host: string;
   port: number;
   maxConnections: number;
+  /** The zeroconf instance name to advertise the listener as, or null not to advertise it. */
+  zeroconfName: string | null;
 }
 
 export interface RunningWyoming {
@@ -54,12 +54,26 @@ export async function startWyomingServer(options: WyomingServerOptions): Promise
     if (model !== null)
       options.registry.load(model, { pinned: true }).catch((error: unknown) => options.logger.warn({ model, err: error }, 'wyoming: model failed to load'));
   }
+  const advertisement = await advertise(options, port);
   return {
     port,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const connection of connections) connection.close();
-      await closed;
+      await Promise.all([closed, advertisement?.stop()]);
     },
   };
+}
+
+async function advertise(options: WyomingServerOptions, port: number): Promise<WyomingAdvertisement | null> {
+  if (options.zeroconfName === null) return null;
+  const reach = await advertisedReach(options.host).catch(() => null);
+  if (reach === null) {
+    options.logger.info({ host: options.host }, `zeroconf: not advertised, the Wyoming listener is bound to ${options.host}, which only this machine reaches`);
+    return null;
+  }
+  return advertiseWyoming({ name: options.zeroconfName, port, reach, version: options.version, logger: options.logger }).catch((error: unknown) => {
+    options.logger.warn({ err: error }, 'zeroconf: the Wyoming listener could not be advertised; add it in Home Assistant by host and port');
+    return null;
+  });
 }

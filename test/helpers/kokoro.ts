@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { ROOT, SHARED } from './paths.js';
+import { PYTHON, ROOT, SHARED } from './paths.js';
 
 export interface KokoroTestModelOptions {
   /** tiny (the default): ALBERT 64 wide; full: the released shapes throughout */
@@ -40,8 +40,6 @@ export async function kokoroTestModel(options: KokoroTestModelOptions = {}): Pro
 
 /** Upstream's model code and oracle.py (not part of voxd; never imported, only run). */
 export const KOKORO_REFERENCE = path.join(SHARED, 'reference', 'kokoro');
-/** Debian's python, which has python3-torch (a python elsewhere on PATH may not). */
-export const PYTHON = '/usr/bin/python3';
 
 let unavailable: string | false | undefined;
 /** Why the oracle cannot run here (a skip message), or false when it can. */

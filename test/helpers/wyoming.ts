@@ -2,7 +2,11 @@
  * A Wyoming client written from the protocol's documentation (a JSON header line, then `data_length` bytes of JSON
  * data and `payload_length` bytes of payload), apart from voxd's own reader, so the two check each other.
  */
+import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
+import path from 'node:path';
+import readline from 'node:readline';
+import { PYTHON, ROOT } from './paths.js';
 
 export interface ClientEvent {
   type: string;
@@ -104,4 +108,69 @@ export async function connectWyoming(port: number, host = '127.0.0.1'): Promise<
     },
   };
   return client;
+}
+
+/** A change a zeroconf browser saw: a service resolved (`added`) or gone (`removed`). */
+export interface ZeroconfChange {
+  event: 'added' | 'removed';
+  /** The full instance name, as `voxd-host._wyoming._tcp.local.`. */
+  name: string;
+  port?: number;
+  addresses?: string[];
+}
+
+export interface ZeroconfBrowser {
+  /** The first change (seen already or still to come) that `match` accepts; rejects after `ms`. */
+  change(match: (change: ZeroconfChange) => boolean, ms: number): Promise<ZeroconfChange>;
+  seen: ZeroconfChange[];
+  close(): Promise<void>;
+}
+
+const BROWSE_SCRIPT = path.join(ROOT, 'test', 'helpers', 'zeroconf-browse.py');
+
+/** Why Home Assistant's mDNS library cannot browse here (a skip message), or false when it can. */
+export function zeroconfBrowserUnavailable(): string | false {
+  const probe = spawnSync(PYTHON, ['-c', 'import zeroconf'], { encoding: 'utf8' });
+  return probe.status === 0 ? false : `${PYTHON} cannot import zeroconf (Debian: apt-get install python3-zeroconf)`;
+}
+
+/** Browses for `_wyoming._tcp` with python-zeroconf (test/helpers/zeroconf-browse.py), once it is browsing. */
+export async function browseWyoming(): Promise<ZeroconfBrowser> {
+  const child = spawn(PYTHON, [BROWSE_SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const seen: ZeroconfChange[] = [];
+  const waiters = new Set<() => void>();
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let onReady!: () => void;
+  const ready = new Promise<void>((resolve) => (onReady = resolve));
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
+    const change = JSON.parse(line) as ZeroconfChange | { event: 'ready' };
+    if (change.event === 'ready') return onReady();
+    seen.push(change);
+    for (const waiter of waiters) waiter();
+  });
+  await Promise.race([ready, exited.then(() => Promise.reject(new Error(`${BROWSE_SCRIPT} exited before browsing`)))]);
+  return {
+    seen,
+    change(match, ms) {
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          const found = seen.find(match);
+          if (!found) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(found);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no such zeroconf change within ${ms} ms; seen: ${JSON.stringify(seen)}`));
+        }, ms);
+        waiters.add(check);
+        check();
+      });
+    },
+    async close() {
+      child.stdin.end();
+      await exited;
+    },
+  };
 }

@@ -3,16 +3,22 @@
  * the protocol's documentation (test/helpers/wyoming.ts): `info` with every field Home Assistant requires, a shared
  * clip transcribed at 16 kHz and 22.05 kHz as HTTP transcribes it (with streamed transcript chunks), speech whole and
  * streamed (the compatibility `synthesize` in the middle ignored, `synthesize-stopped` at the end) as HTTP speaks it,
- * errors for bad input that close the connection, a client that leaves mid-synthesis, and 8 clients at once.
+ * errors for bad input that close the connection, a client that leaves mid-synthesis, the idle timeout, and 8 clients
+ * at once. Discovery: the listener found by python-zeroconf, the mDNS library Home Assistant browses with.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { decodeAudio } from '../../src/services/audio/decode.js';
 import { JFK_WAV } from '../helpers/paths.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { wavBytes } from '../helpers/wav.js';
-import { connectWyoming, type ClientEvent, type WyomingClient } from '../helpers/wyoming.js';
+import { browseWyoming, connectWyoming, zeroconfBrowserUnavailable, type ClientEvent, type WyomingClient } from '../helpers/wyoming.js';
+
+/** --wyoming-idle-timeout of the shared server: short, so that one test waits it out and another outlasts it. */
+const IDLE_SECONDS = 2;
 
 /** PCM of `events`' audio-chunks, and the format their audio-start gave. */
 function audioOf(events: ClientEvent[]): { format: Record<string, unknown>; pcm: Buffer } {
@@ -60,7 +66,18 @@ describe('Wyoming (Home Assistant)', () => {
     for (const cleanup of cleanups) await cleanup();
   });
   before(async () => {
-    server = await startTestServer({ after: (fn) => cleanups.push(fn) }, { wyomingPort: 0, sttModel: 'sphinx', ttsModel: 'flite' });
+    server = await startTestServer(
+      { after: (fn) => cleanups.push(fn) },
+      {
+        wyomingPort: 0,
+        wyomingIdleTimeout: IDLE_SECONDS,
+        sttModel: 'sphinx',
+        ttsModel: 'flite',
+        // one transcription at a time, so that clients wait for their turn longer than the idle timeout
+        modelConcurrency: 1,
+        sttMaxBatchSize: 1,
+      },
+    );
     port = server.server.wyomingPort!;
     for (const rate of [16000, 22050] as const) {
       const wav = wavBytes((await decodeAudio(fs.readFileSync(JFK_WAV), { sampleRate: rate })).samples, rate);
@@ -106,10 +123,11 @@ describe('Wyoming (Home Assistant)', () => {
   });
 
   it('transcribes a clip at 16 kHz as HTTP does, with streamed chunks first, and at 22.05 kHz', async () => {
+    // over HTTP first: the Wyoming connection would be idle meanwhile
+    const [viaHttp, viaHttp22k] = [await httpTranscript(server.base, clips[16000].wav), await httpTranscript(server.base, clips[22050].wav)];
     const client = await connectWyoming(port);
     const events = await transcribe(client, clips[16000].pcm, 16000);
     const transcript = events.at(-1)!;
-    const viaHttp = await httpTranscript(server.base, clips[16000].wav);
     assert.equal(transcript.data.text, viaHttp);
     assert.equal(transcript.data.language, 'en');
     assert.equal(events[0]?.type, 'transcript-start');
@@ -120,7 +138,7 @@ describe('Wyoming (Home Assistant)', () => {
 
     // another rate on the same connection
     const again = (await transcribe(client, clips[22050].pcm, 22050)).at(-1)!;
-    assert.equal(again.data.text, await httpTranscript(server.base, clips[22050].wav));
+    assert.equal(again.data.text, viaHttp22k);
     client.close();
   });
 
@@ -247,13 +265,74 @@ describe('Wyoming (Home Assistant)', () => {
     }
   });
 
-  it('serves 8 clients at once, each its own transcript', async () => {
+  it('closes a connection on which nothing is sent for --wyoming-idle-timeout, with an error', async () => {
+    const client = await connectWyoming(port);
+    const opened = performance.now();
+    const timedOut = await client.next((IDLE_SECONDS + 5) * 1000);
+    assert.deepEqual([timedOut.type, timedOut.data.code], ['error', 'request_timeout']);
+    assert.ok(performance.now() - opened >= IDLE_SECONDS * 1000 - 50, 'not before the idle timeout');
+    await client.closed;
+  });
+
+  it('serves 8 clients at once, each its own transcript, however long one waits for its turn', async () => {
     const clients = await Promise.all(Array.from({ length: 8 }, () => connectWyoming(port)));
-    // 4 s of the clip each: the built-in recognizer takes them in turns on 2 cores
+    // 4 s of the clip each, which the built-in recognizer takes one at a time (modelConcurrency 1)
     const clip = clips[16000].pcm.subarray(0, 4 * 16000 * 2);
-    const transcripts = await Promise.all(clients.map(async (client) => (await transcribe(client, clip, 16000, 2048, 90_000)).at(-1)?.data.text));
+    const answers = await Promise.all(
+      clients.map(async (client) => {
+        const sent = performance.now();
+        const events = await transcribe(client, clip, 16000, 2048, 90_000);
+        return { text: events.at(-1)?.data.text, waited: performance.now() - sent };
+      }),
+    );
     for (const client of clients) client.close();
+    const transcripts = answers.map((answer) => answer.text);
     assert.deepEqual(new Set(transcripts).size, 1, 'every client got the same transcript');
     assert.ok((transcripts[0] as string).length > 5, `a transcript: ${transcripts[0]}`);
+    // what makes this a test of the idle timeout: the last client waited longer than it with nothing sent
+    const longest = Math.max(...answers.map((answer) => answer.waited));
+    assert.ok(longest > IDLE_SECONDS * 1000, `the last answer came after ${Math.round(longest)} ms: give the clients longer clips`);
+  });
+});
+
+/** An address of this machine other than loopback, where mDNS can run, or null. */
+function networkAddress(): string | null {
+  const addresses = Object.values(os.networkInterfaces()).flatMap((entries) => entries ?? []);
+  return addresses.find((entry) => entry.family === 'IPv4' && !entry.internal)?.address ?? null;
+}
+
+describe('Wyoming discovery (zeroconf)', { skip: zeroconfBrowserUnavailable() || (networkAddress() === null && 'no network interface but loopback') }, () => {
+  it('is advertised as Home Assistant browses for it, at an address it serves on, and says goodbye when it stops', async () => {
+    const browser = await browseWyoming();
+    const stops: (() => Promise<void>)[] = [];
+    try {
+      const name = `voxd-test-${process.pid}`;
+      const start = (flags: Record<string, unknown>) =>
+        startTestServer({ after: (fn) => stops.push(fn) }, { wyomingPort: 0, sttModel: null, ttsModel: null, ...flags });
+      const advertised = await start({ wyomingHost: '0.0.0.0', wyomingZeroconfName: name });
+      // and two that are not: zeroconf off, and a listener only this machine reaches
+      await start({ wyomingHost: '0.0.0.0', wyomingZeroconf: 'off', wyomingZeroconfName: `${name}-off` });
+      await start({ wyomingHost: '127.0.0.1', wyomingZeroconfName: `${name}-loopback` });
+      const fqdn = `${name}._wyoming._tcp.local.`;
+      const found = await browser.change((change) => change.event === 'added' && change.name === fqdn, 15_000);
+      assert.equal(found.port, advertised.server.wyomingPort);
+      const address = found.addresses?.find((a) => net.isIPv4(a) && !a.startsWith('127.'));
+      assert.ok(address, `a network address among ${JSON.stringify(found.addresses)}`);
+      // as Home Assistant then does: connect where discovery says, and describe
+      const client = await connectWyoming(found.port!, address);
+      client.send('describe');
+      assert.equal((await client.next()).type, 'info');
+      client.close();
+      for (const stop of stops.splice(0)) await stop();
+      await browser.change((change) => change.event === 'removed' && change.name === fqdn, 10_000);
+      assert.deepEqual(
+        browser.seen.filter((change) => change.name.startsWith(`${name}-`)),
+        [],
+        'nothing advertised with --wyoming-zeroconf off or on loopback',
+      );
+    } finally {
+      for (const stop of stops) await stop();
+      await browser.close();
+    }
   });
 });
