@@ -61,8 +61,7 @@ ENV NODE_ENV=production \
     HF_HOME=/models
 VOLUME ["/models"]
 USER 10001:10001
-# 10300: the Wyoming listener, when VOXD_WYOMING_PORT turns it on (docs/wyoming.md)
-EXPOSE 8000 10300
+EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["node", "-e", "fetch('http://127.0.0.1:8000/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # voxd drains on SIGTERM (docs/configuration.md#shutdown); node is PID 1 and handles it itself
