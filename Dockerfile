@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# voxd, CPU image (docs/deploy.md).
+# voxd, CPU image (docs/deploy.md), for linux/amd64 and linux/arm64.
 #   docker build -t voxd .
 #   docker run --rm -p 8000:8000 -v voxd-models:/models voxd
+#   docker buildx build --platform linux/amd64,linux/arm64 -t voxd .     (both; the host runs arm64 programs by qemu)
 #
 # Node.js 22 LTS comes from the official node:22-bookworm-slim image (Debian 12 with the upstream Node binaries in
 # /usr/local): Debian 12's own nodejs package is 18, older than voxd's floor (20.17). Both stages start from it, so
@@ -9,8 +10,12 @@
 ARG NODE_IMAGE=node:22-bookworm-slim
 
 # ---- build: npm ci builds the native addon from source (scripts/install.mjs), the TypeScript, the web interface and
-# the shipped VAD model (`prepare`); then the dev dependencies are pruned ----
-FROM ${NODE_IMAGE} AS build
+# the shipped VAD model (`prepare`); then the dev dependencies are pruned. It runs on the building machine's own
+# platform (BUILDPLATFORM): an image for another architecture (TARGETARCH) gets that architecture's platform addon,
+# cross-compiled (`npm run prebuild -- --arch`, scripts/cross.mjs), in minutes rather than the hours a compile under
+# emulation takes ----
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
+ARG TARGETARCH
 # The build packages of scripts/system-deps.mjs (SYSTEM_DEPS; test/unit/deploy.test.ts checks that every one is
 # here). npm ci would install missing ones itself, as root on Debian, but a layer of their own is cached.
 RUN apt-get update \
@@ -26,16 +31,19 @@ COPY . .
 # on x86-64), which runs on any node of a cluster; the source build of `npm ci` is tuned to the CPU that built the
 # image (-march=native) and would die with SIGILL on an older CPU. It costs a second compile. PORTABLE=0 ships the
 # tuned build instead: for an image built on the machine (or the CPU family) it runs on.
+# For another architecture the build is the portable one whatever PORTABLE says, and npm ci builds no addon for this
+# machine's (--ignore-scripts, then voxd's own `prepare`).
 ARG PORTABLE=1
 RUN --mount=type=cache,target=/root/.npm --mount=type=cache,target=/root/.cache/voxd \
-    npm ci \
-    && if [ "$PORTABLE" = 1 ]; then npm run prebuild && addon="$(ls prebuilds/linux-*/*.node)"; else addon=build/Release/voxd.node; fi \
+    arch="$(node -p "({ amd64: 'x64', arm64: 'arm64' })['${TARGETARCH}'] ?? process.arch")" \
+    && if [ "$arch" != "$(node -p process.arch)" ]; then PORTABLE=1 && npm ci --ignore-scripts && npm run prepare; else npm ci; fi \
+    && if [ "$PORTABLE" = 1 ]; then npm run prebuild -- --arch "$arch" && addon="$(ls prebuilds/linux-"$arch"/*.node)"; else addon=build/Release/voxd.node; fi \
     && cp "$addon" /tmp/voxd.node \
     && rm -rf build prebuilds third_party \
     && mkdir -p build/Release && mv /tmp/voxd.node build/Release/voxd.node \
     && npm prune --omit=dev
 
-# ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user ----
+# ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user; the image's own platform ----
 FROM ${NODE_IMAGE} AS runtime
 # FFmpeg 5.1's libraries (linked by the addon), and the libraries and data the built-in models open at run time:
 # pocketsphinx (`sphinx`) and flite (`flite`); espeak-ng's data (Kokoro's text frontend; the library is linked in)

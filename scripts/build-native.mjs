@@ -9,6 +9,7 @@ import { setInterval, clearInterval } from 'node:timers';
 import { Buffer } from 'node:buffer';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { crossTarget, emulationEnv } from './cross.mjs';
 import { SOURCES_KEY } from './sources.mjs';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -20,8 +21,9 @@ const packageVersion = requireFromRoot('./package.json').version;
 export class InstallError extends Error {}
 
 /**
- * @typedef {{ cuda: boolean, portable: boolean, bundled?: string }} BuildFlags the build options that change the binary;
- * `bundled`: the prefix of the static C libraries to link (scripts/bundled-deps.mjs), else the system's
+ * @typedef {{ cuda: boolean, portable: boolean, bundled?: string, arch?: string }} BuildFlags the build options that
+ * change the binary; `bundled`: the prefix of the static C libraries to link (scripts/bundled-deps.mjs), else the
+ * system's; `arch`: the CPU architecture to cross-compile for (scripts/cross.mjs), else this machine's
  */
 
 /** @param {string} line */
@@ -88,11 +90,13 @@ export function buildKey(flags) {
 const LOAD_IN_CHILD = `try { require(process.argv[1]); } catch (error) { console.error(String(error.message).split('\\n')[0]); process.exit(1); }`;
 
 /**
- * Loads `file` in a child Node; returns null when it loads, else the reason it did not.
+ * Loads `file` in a child Node (this one, or `node`: another architecture's, under emulation, with `env`); returns
+ * null when it loads, else the reason it did not.
  * @param {string} file
+ * @param {{ node: string, env: NodeJS.ProcessEnv }} [runner]
  */
-export function testLoad(file) {
-  const run = spawnSync(process.execPath, ['-e', LOAD_IN_CHILD, file], { encoding: 'utf8' });
+export function testLoad(file, runner = { node: process.execPath, env: process.env }) {
+  const run = spawnSync(runner.node, ['-e', LOAD_IN_CHILD, file], { encoding: 'utf8', env: runner.env });
   if (run.status === 0) return null;
   if (run.signal) return `the process loading it died with ${run.signal}`;
   return run.stderr.trim().split('\n').pop() || `exit code ${run.status}`;
@@ -102,16 +106,21 @@ export function testLoad(file) {
 const SYSTEM_RUNTIME = /^(linux-vdso|linux-gate|ld-linux[\w.-]*|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so\b/;
 
 /**
- * The shared libraries `ldd` lists for `file` (Linux), and those of them beyond the C/C++ runtime and libc.
+ * The shared libraries `ldd` lists for `file` (Linux), and those of them beyond the C/C++ runtime and libc. For another
+ * architecture (`arch`), what ldd itself does: the target's dynamic loader lists them, run through qemu.
  * @param {string} file
+ * @param {string} [arch]
  */
-export function sharedLibrariesOf(file) {
-  const run = spawnSync('ldd', [file], { encoding: 'utf8' });
-  if (run.status !== 0) throw new InstallError(`ldd ${relative(file)} failed: ${(run.stderr || run.stdout).trim()}`);
+export function sharedLibrariesOf(file, arch) {
+  const cross = crossTarget(arch);
+  const [cmd, ...args] = cross ? [path.join(cross.sysroot, 'lib', cross.loader), '--list', file] : ['ldd', file];
+  const run = spawnSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...(cross ? emulationEnv(cross) : {}) } });
+  if (run.status !== 0) throw new InstallError(`ldd ${relative(file)} failed: ${(run.stderr || run.stdout || run.error?.message || '').trim()}`);
+  // one line a library, `name => path (address)` or `path (address)`; under qemu the vDSO's has no name
   const all = run.stdout
     .split('\n')
     .map((line) => line.trim().split(/\s+/)[0] ?? '')
-    .filter(Boolean)
+    .filter((name) => name && !name.startsWith('('))
     .map((name) => path.basename(name));
   return { all, beyondRuntime: all.filter((name) => !SYSTEM_RUNTIME.test(name)) };
 }
@@ -203,6 +212,11 @@ export async function buildAddon({ outDir, flags, target, sanitize = false }) {
     VOXD_SANITIZE: sanitize ? 'ON' : 'OFF',
     CMAKE_EXPORT_COMPILE_COMMANDS: 'ON',
   };
+  const cross = crossTarget(flags.arch);
+  if (cross) {
+    if (!flags.portable) throw new InstallError(`a build for ${flags.arch} is a portable one: it cannot tune for this machine's CPU`);
+    defines.CMAKE_TOOLCHAIN_FILE = cross.toolchain;
+  }
   if (ccacheAvailable()) {
     env.CCACHE_DIR ||= path.join(cacheDir, 'ccache');
     env.CCACHE_BASEDIR ||= root; // paths relative to the clone, so a fresh clone elsewhere still hits the cache

@@ -11,11 +11,26 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { InstallError, cacheDir, formatDuration, log, relative, root } from './build-native.mjs';
+import { crossTarget, emulationEnv } from './cross.mjs';
 
-const MIRRORS = ['http://deb.debian.org/debian/pool/main', 'https://snapshot.debian.org/archive/debian/20251101T000000Z/pool/main'];
+// Debian's archive, its snapshot, then Ubuntu's, which carries the same .orig tarballs (deb.debian.org answered 404 for
+// espeak-ng 1.51's in November 2026; the SHA-256 pins make any of them as good as another)
+const MIRRORS = [
+  'http://deb.debian.org/debian/pool/main',
+  'https://snapshot.debian.org/archive/debian/20251101T000000Z/pool/main',
+  'http://archive.ubuntu.com/ubuntu/pool/main',
+  'http://archive.ubuntu.com/ubuntu/pool/universe',
+];
 const PACKS = path.join(cacheDir, 'packs');
-export const BUNDLED_ROOT = path.join(root, 'build', 'bundled');
-export const BUNDLED_PREFIX = path.join(BUNDLED_ROOT, 'prefix');
+
+/**
+ * Where the libraries of `arch` (default: this machine's) are built, and the prefix they are installed into.
+ * @param {string} [arch]
+ */
+export function bundledDirs(arch) {
+  const dir = path.join(root, 'build', crossTarget(arch) ? `bundled-${arch}` : 'bundled');
+  return { dir, prefix: path.join(dir, 'prefix') };
+}
 
 // The formats the decoder reads and the encoder writes (docs/api.md): containers, codecs and the parsers the
 // demuxers need. Everything else of FFmpeg is left out (no programs, devices, filters, network or video).
@@ -55,9 +70,10 @@ const ESPEAK_TABLES = ['phontab', 'phonindex', 'phondata', 'intonations'];
 /**
  * @typedef {{ name: string, version: string, file: string, pool: string, sha256: string, licence: string,
  *   licenceFiles: string[], debianPatches?: { file: string, sha256: string }, options?: unknown,
- *   build: (src: string, prefix: string, jobs: number) => void }} BundledDep
+ *   build: (src: string, prefix: string, jobs: number, host: string | null) => void }} BundledDep
  * `debianPatches`: the Debian source package's packaging tarball, whose patches (debian/patches/series) are applied
- * in order; `options`: what the build takes besides its own code (a change rebuilds it)
+ * in order; `options`: what the build takes besides its own code (a change rebuilds it); `host`: the GNU triple of
+ * the architecture to cross-compile for (scripts/cross.mjs), null for this machine's
  */
 
 /** @type {BundledDep[]} in build order: each may use the ones before it (FFmpeg links LAME, Vorbis and Opus) */
@@ -70,7 +86,7 @@ export const BUNDLED_DEPS = [
     sha256: 'c4d91be36fc8e54deae7575241e03f4211eb102afb3fc0775fbbc1b740016705',
     licence: 'BSD-3-Clause',
     licenceFiles: ['COPYING'],
-    build: (src, prefix, jobs) => autotools(src, prefix, jobs, []),
+    build: (src, prefix, jobs, host) => autotools(src, prefix, jobs, host, []),
   },
   {
     name: 'libvorbis',
@@ -80,7 +96,7 @@ export const BUNDLED_DEPS = [
     sha256: '0e982409a9c3fc82ee06e08205b1355e5c6aa4c36bca58146ef399621b0ce5ab',
     licence: 'BSD-3-Clause',
     licenceFiles: ['COPYING'],
-    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-docs', '--disable-examples', '--disable-oggtest']),
+    build: (src, prefix, jobs, host) => autotools(src, prefix, jobs, host, ['--disable-docs', '--disable-examples', '--disable-oggtest']),
   },
   {
     name: 'opus',
@@ -90,7 +106,7 @@ export const BUNDLED_DEPS = [
     sha256: '65b58e1e25b2a114157014736a3d9dfeaad8d41be1c8179866f144a2fb44ff9d',
     licence: 'BSD-3-Clause',
     licenceFiles: ['COPYING'],
-    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-doc', '--disable-extra-programs']),
+    build: (src, prefix, jobs, host) => autotools(src, prefix, jobs, host, ['--disable-doc', '--disable-extra-programs']),
   },
   {
     name: 'lame',
@@ -100,7 +116,8 @@ export const BUNDLED_DEPS = [
     sha256: 'ddfe36cab873794038ae2c1210557ad34857a4b6bdc515785d1da9e175b1da1e',
     licence: 'LGPL-2.0-or-later',
     licenceFiles: ['COPYING', 'LICENSE'],
-    build: (src, prefix, jobs) => autotools(src, prefix, jobs, ['--disable-frontend', '--disable-decoder', '--disable-gtktest', '--disable-analyzer-hooks']),
+    build: (src, prefix, jobs, host) =>
+      autotools(src, prefix, jobs, host, ['--disable-frontend', '--disable-decoder', '--disable-gtktest', '--disable-analyzer-hooks']),
   },
   {
     name: 'flite',
@@ -111,10 +128,11 @@ export const BUNDLED_DEPS = [
     licence: 'BSD-4-Clause-style (flite)',
     licenceFiles: ['COPYING'],
     options: [FLITE_LANGVOX, FLITE_REDIRECTS],
-    build: (src, prefix, jobs) => {
+    build: (src, prefix, jobs, host) => {
       fs.writeFileSync(path.join(src, 'config', 'voxd.lv'), FLITE_LANGVOX);
       const cflags = ['-O2', '-fPIC', '-U_FORTIFY_SOURCE', '-D_FORTIFY_SOURCE=0', ...FLITE_REDIRECTS].join(' ');
-      run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--disable-sockets', '--with-audio=none', '--with-langvox=voxd'], src, { CFLAGS: cflags });
+      const configure = [`--prefix=${prefix}`, '--disable-shared', '--disable-sockets', '--with-audio=none', '--with-langvox=voxd', ...hostArgs(host)];
+      run('./configure', configure, src, { CFLAGS: cflags });
       // the libraries only: flite's programs would need the redirected functions, which only the addon defines
       for (const dir of ['include', 'src', 'lang']) run('make', [`-j${jobs}`, '-C', dir], src);
       const libs = path.join(src, 'build', fliteTarget(src), 'lib');
@@ -133,8 +151,8 @@ export const BUNDLED_DEPS = [
     licenceFiles: ['LICENSE'],
     // its audio-device library (unused by voxd) takes PulseAudio or ALSA when the build machine has their headers,
     // and its pkg-config file would then ask every link for them: told they are absent, it takes plain OSS
-    build: (src, prefix, jobs) =>
-      autotools(src, prefix, jobs, ['--without-python', '--without-lapack', 'ac_cv_header_pulse_pulseaudio_h=no', 'ac_cv_header_alsa_asoundlib_h=no']),
+    build: (src, prefix, jobs, host) =>
+      autotools(src, prefix, jobs, host, ['--without-python', '--without-lapack', 'ac_cv_header_pulse_pulseaudio_h=no', 'ac_cv_header_alsa_asoundlib_h=no']),
   },
   {
     name: 'pocketsphinx',
@@ -144,8 +162,8 @@ export const BUNDLED_DEPS = [
     sha256: 'ef5bb5547e2712bdf571f256490ef42a47962033892efd9d7df8eed7fe573ed9',
     licence: 'BSD-2-Clause (CMU)',
     licenceFiles: ['LICENSE'],
-    build: (src, prefix, jobs) => {
-      autotools(src, prefix, jobs, ['--without-python']);
+    build: (src, prefix, jobs, host) => {
+      autotools(src, prefix, jobs, host, ['--without-python']);
       // the en-us acoustic model, language model and dictionary the `sphinx` model decodes with
       const model = path.join(prefix, 'share', 'pocketsphinx', 'model', 'en-us');
       fs.rmSync(model, { recursive: true, force: true });
@@ -161,7 +179,11 @@ export const BUNDLED_DEPS = [
     licence: 'LGPL-2.1-or-later',
     licenceFiles: ['COPYING.LGPLv2.1', 'LICENSE.md'],
     options: FFMPEG_COMPONENTS,
-    build: (src, prefix, jobs) => {
+    build: (src, prefix, jobs, host) => {
+      // a cross build names the target; pkg-config stays this machine's, reading the prefix's files only
+      const cross = host
+        ? ['--enable-cross-compile', `--cross-prefix=${host}-`, `--arch=${host.split('-')[0]}`, '--target-os=linux', '--pkg-config=pkg-config']
+        : [];
       const components = Object.entries(FFMPEG_COMPONENTS).map(([kind, names]) => `--enable-${kind}=${names.join(',')}`);
       run(
         './configure',
@@ -187,6 +209,7 @@ export const BUNDLED_DEPS = [
           '--enable-libmp3lame',
           '--enable-libvorbis',
           '--enable-libopus',
+          ...cross,
           ...components,
         ],
         src,
@@ -207,13 +230,14 @@ export const BUNDLED_DEPS = [
     licence: 'GPL-3.0-or-later',
     licenceFiles: ['COPYING', 'COPYING.APACHE', 'COPYING.BSD2', 'COPYING.UCD'],
     options: [ESPEAK_DICTIONARIES, ESPEAK_VOICES, ESPEAK_TABLES],
-    build: (src, prefix, jobs) => {
+    build: (src, prefix, jobs, host) => {
       if (!fs.existsSync(path.join(src, 'configure'))) run('./autogen.sh', [], src);
       // phonemes only: no audio output, speed-up, MBROLA, Klatt or speechPlayer (C++), no threads of its own
       const without = ['pcaudiolib', 'sonic', 'async', 'mbrola', 'klatt', 'speechplayer', 'extdict-ru', 'extdict-cmn', 'extdict-yue'];
       const env = { CFLAGS: '-O2 -fPIC', ...prefixPkgConfig(prefix) };
-      run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...without.map((w) => `--without-${w}`)], src, env);
-      // the library, the program that compiles the data, the phoneme tables and Kokoro's dictionaries (not all 100)
+      const configure = [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...without.map((w) => `--without-${w}`), ...hostArgs(host)];
+      run('./configure', configure, src, env);
+      // the library, the program that compiles the data (another architecture's runs through qemu: scripts/cross.mjs), the phoneme tables and Kokoro's dictionaries (not all 100)
       run('make', [`-j${jobs}`, 'src/libespeak-ng.la', 'src/espeak-ng'], src, env);
       run('make', ['espeak-ng-data/phontab', ...ESPEAK_DICTIONARIES], src, env);
       fs.mkdirSync(path.join(prefix, 'lib'), { recursive: true });
@@ -235,8 +259,14 @@ export const BUNDLED_DEPS = [
  * @param {NodeJS.ProcessEnv} [env] added to the environment
  */
 function run(cmd, args, cwd, env = {}) {
-  const result = spawnSync(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', maxBuffer: 1 << 28 });
-  const logFile = path.join(BUNDLED_ROOT, 'build.log');
+  const result = spawnSync(cmd, args, {
+    cwd,
+    env: { ...process.env, ...emulation, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+  });
+  const logFile = buildLog;
   fs.appendFileSync(logFile, `\n$ (${relative(cwd)}) ${cmd} ${args.join(' ')}\n${result.stdout}${result.stderr}`);
   if (result.status !== 0) {
     throw new InstallError(
@@ -251,16 +281,29 @@ function run(cmd, args, cwd, env = {}) {
  */
 const prefixPkgConfig = (prefix) => ({ PKG_CONFIG_PATH: '', PKG_CONFIG_LIBDIR: path.join(prefix, 'lib', 'pkgconfig') });
 
+/** The log of the build under way (buildBundledDeps sets it: one per architecture). */
+let buildLog = path.join(bundledDirs().dir, 'build.log');
+/** What a program of the target needs to run under qemu in a cross build (espeak-ng's data compiler), else nothing. */
+let emulation = {};
+
+/**
+ * configure's options for a cross build: the target's triple, whose compilers and tools (`<triple>-gcc`, `-ar`, ...)
+ * configure then takes.
+ * @param {string | null} host
+ */
+const hostArgs = (host) => (host ? [`--host=${host}`] : []);
+
 /**
  * configure && make && make install, static and position-independent.
  * @param {string} src
  * @param {string} prefix
  * @param {number} jobs
+ * @param {string | null} host
  * @param {string[]} extra
  */
-function autotools(src, prefix, jobs, extra) {
+function autotools(src, prefix, jobs, host, extra) {
   const env = { CFLAGS: '-O2 -fPIC', ...prefixPkgConfig(prefix) };
-  run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...extra], src, env);
+  run('./configure', [`--prefix=${prefix}`, '--disable-shared', '--enable-static', '--with-pic', ...hostArgs(host), ...extra], src, env);
   run('make', [`-j${jobs}`], src, env);
   run('make', ['install'], src, env);
 }
@@ -328,7 +371,7 @@ async function applyDebianPatches(patches, pool, src) {
  * @param {BundledDep} dep
  */
 const stampOf = (dep) => {
-  const recipe = [dep.build, autotools, prefixPkgConfig, run, applyDebianPatches]
+  const recipe = [dep.build, autotools, hostArgs, prefixPkgConfig, run, applyDebianPatches]
     .map(String)
     .join('\n')
     .replace(/\s+/g, '')
@@ -340,31 +383,37 @@ const stampOf = (dep) => {
 };
 
 /**
- * Builds every bundled library into BUNDLED_PREFIX (those whose stamp matches are kept); returns the prefix.
- * @param {{ jobs?: number }} [options]
+ * Builds every bundled library of `arch` (default: this machine's; another is cross-compiled, scripts/cross.mjs) into
+ * its prefix (those whose stamp matches are kept); returns the prefix.
+ * @param {{ jobs?: number, arch?: string }} [options]
  */
-export async function buildBundledDeps({ jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism() } = {}) {
-  fs.mkdirSync(BUNDLED_ROOT, { recursive: true });
+export async function buildBundledDeps({ jobs = Number(process.env.VOXD_BUILD_JOBS) || os.availableParallelism(), arch } = {}) {
+  const { dir, prefix } = bundledDirs(arch);
+  const cross = crossTarget(arch);
+  const host = cross?.triple ?? null;
+  fs.mkdirSync(dir, { recursive: true });
+  buildLog = path.join(dir, 'build.log');
+  emulation = cross ? emulationEnv(cross) : {};
   let rebuildRest = false; // a library rebuilt means those after it (which may link it) are rebuilt too
   for (const dep of BUNDLED_DEPS) {
-    const stampFile = path.join(BUNDLED_PREFIX, 'stamps', dep.name);
+    const stampFile = path.join(prefix, 'stamps', dep.name);
     if (!rebuildRest && fs.existsSync(stampFile) && fs.readFileSync(stampFile, 'utf8') === stampOf(dep)) continue;
     rebuildRest = true;
     const tarball = await bundledTarball(dep);
-    const src = path.join(BUNDLED_ROOT, 'src', dep.name);
+    const src = path.join(dir, 'src', dep.name);
     fs.rmSync(src, { recursive: true, force: true });
     fs.mkdirSync(src, { recursive: true });
     execFileSync('tar', ['xf', tarball, '-C', src, '--strip-components=1']);
     if (dep.debianPatches) await applyDebianPatches(dep.debianPatches, dep.pool, src);
     const started = Date.now();
-    log(`building ${dep.name} ${dep.version} (static, position-independent) into ${relative(BUNDLED_PREFIX)}`);
-    dep.build(src, BUNDLED_PREFIX, jobs);
-    const licences = path.join(BUNDLED_PREFIX, 'licences', dep.name);
+    log(`building ${dep.name} ${dep.version} (static, position-independent${host ? `, for ${host}` : ''}) into ${relative(prefix)}`);
+    dep.build(src, prefix, jobs, host);
+    const licences = path.join(prefix, 'licences', dep.name);
     fs.mkdirSync(licences, { recursive: true });
     for (const name of dep.licenceFiles) fs.copyFileSync(path.join(src, name), path.join(licences, name));
     fs.mkdirSync(path.dirname(stampFile), { recursive: true });
     fs.writeFileSync(stampFile, stampOf(dep));
     log(`built ${dep.name} in ${formatDuration(Date.now() - started)}`);
   }
-  return BUNDLED_PREFIX;
+  return prefix;
 }

@@ -1,21 +1,28 @@
 #!/usr/bin/env node
-// `npm run prebuild`: the addon of this machine's platform package (docs/install.md), made with prebuildify:
-// portable (no -march=native; x86-64-v3 on x64), linked with the static FFmpeg, flite and pocketsphinx of
+// `npm run prebuild [-- --arch arm64]`: the addon of a platform package (docs/install.md), this machine's or, with
+// --arch, another architecture's (cross-compiled: scripts/cross.mjs), made with prebuildify: portable (no
+// -march=native; x86-64-v3 on x64, armv8-a on arm64), linked with the static FFmpeg, flite and pocketsphinx of
 // scripts/bundled-deps.mjs and the static C++ runtime, stripped, and placed where node-gyp-build looks for
 // prebuilds: prebuilds/<platform>-<arch>/voxd.<libc>.node (prebuildify's name for an N-API build: any Node ABI,
 // tagged with the libc; never committed). scripts/release.mjs puts it into the platform package. prebuildify 6 only
 // knows node-gyp, so its `nodeGyp` is scripts/prebuild-backend.mjs, which builds with cmake-js; it runs in the
-// staging directory build/prebuild, so the native build in build/ stays incremental.
+// staging directory build/prebuild (build/prebuild-<arch> for another architecture), so the native build in build/
+// stays incremental. Another architecture's prebuild is checked on that architecture's Node, under qemu.
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { InstallError, formatDuration, log, relative, requireFromRoot, root, sharedLibrariesOf, testLoad } from './build-native.mjs';
 import { buildBundledDeps } from './bundled-deps.mjs';
+import { crossTarget, ensureCrossTools, nodeFor } from './cross.mjs';
 import { fetchSources } from './fetch-sources.mjs';
 import { REPORTED_FAILURE } from './prebuild-backend.mjs';
 import { BUNDLED_BUILD_DEPS, ensureSystemDeps } from './system-deps.mjs';
 
-const STAGING = path.join(root, 'build', 'prebuild'); // prebuildify's cwd; cmake-js builds into STAGING/build
+const archAt = process.argv.indexOf('--arch');
+const arch = archAt > 0 ? process.argv[archAt + 1] : process.arch;
+const cross = crossTarget(arch);
+// prebuildify's cwd; cmake-js builds into STAGING/build
+const STAGING = path.join(root, 'build', cross ? `prebuild-${arch}` : 'prebuild');
 const BACKEND = path.join(root, 'scripts', 'prebuild-backend.mjs');
 const NATIVE_TUNING = /-m(?:arch|tune|cpu)=native\b/;
 
@@ -43,8 +50,8 @@ async function loadPrebuildify() {
   } catch {
     throw new InstallError(`${relative(BACKEND)} is not executable. Fix: chmod +x ${relative(BACKEND)}`);
   }
-  if (process.platform === 'linux' && spawnSync('strip', ['--version']).status !== 0) {
-    throw new InstallError('`strip` was not found. Fix: install binutils.');
+  if (process.platform === 'linux' && spawnSync(stripProgram(), ['--version']).status !== 0) {
+    throw new InstallError(`\`${stripProgram()}\` was not found. Fix: install binutils${cross ? `-${cross.triple}` : ''}.`);
   }
   try {
     return (await import('prebuildify')).default;
@@ -52,6 +59,9 @@ async function loadPrebuildify() {
     throw new InstallError('prebuildify is not installed. Fix: run `npm install` (it is a devDependency).');
   }
 }
+
+/** The strip that reads the prebuild's architecture. */
+const stripProgram = () => (cross ? `${cross.triple}-strip` : 'strip');
 
 /**
  * Runs prebuildify with our cmake-js backend; a failure it reports is rethrown as one line.
@@ -66,8 +76,9 @@ function prebuildify(run) {
     napi: true,
     targets: [process.versions.node], // only names the headers node-gyp would fetch; the backend ignores it
     platform: process.platform,
-    arch: process.arch,
+    arch, // passed to the backend as --arch
     strip: true,
+    stripBin: stripProgram(),
     tagLibc: true,
     nodeGyp: BACKEND,
   };
@@ -81,20 +92,28 @@ function prebuildify(run) {
   );
 }
 
-/** The file node-gyp-build resolves when it may only use prebuilds. */
-function resolvedPrebuild() {
-  process.env.PREBUILDS_ONLY = '1'; // read by node-gyp-build when it is first required
-  return requireFromRoot('node-gyp-build').path(root);
+/**
+ * The file node-gyp-build resolves when it may only use prebuilds, on the prebuild's architecture.
+ * @param {{ node: string, env: NodeJS.ProcessEnv }} runner
+ */
+function resolvedPrebuild(runner) {
+  const nodeGypBuild = requireFromRoot.resolve('node-gyp-build');
+  const code = `process.stdout.write(require(${JSON.stringify(nodeGypBuild)}).path(${JSON.stringify(root)}))`;
+  // PREBUILDS_ONLY: read by node-gyp-build when it is first required
+  const run = spawnSync(runner.node, ['-e', code], { encoding: 'utf8', env: { ...runner.env, PREBUILDS_ONLY: '1' } });
+  if (run.status !== 0) throw new InstallError(`node-gyp-build resolves no prebuild: ${run.stderr.trim().split('\n')[0]}`);
+  return run.stdout;
 }
 
 async function main() {
   const started = Date.now();
   const run = await loadPrebuildify();
   ensureSystemDeps(BUNDLED_BUILD_DEPS, { purpose: 'the platform package build', rerun: 'npm run prebuild' });
+  if (cross) ensureCrossTools(cross);
   fetchSources();
-  process.env.VOXD_BUNDLED_DEPS = await buildBundledDeps(); // read by the build backend prebuildify spawns
+  process.env.VOXD_BUNDLED_DEPS = await buildBundledDeps({ arch }); // read by the build backend prebuildify spawns
 
-  const platformDir = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+  const platformDir = path.join(root, 'prebuilds', `${process.platform}-${arch}`);
   const clearPlatformDir = () => fs.rmSync(platformDir, { recursive: true, force: true }); // one prebuild per platform
   clearPlatformDir();
   fs.mkdirSync(STAGING, { recursive: true }); // prebuildify spawns the backend there without creating it
@@ -109,11 +128,12 @@ async function main() {
   const prebuild = path.join(platformDir, produced[0]);
   try {
     assertPortable();
-    const resolved = resolvedPrebuild();
+    const runner = nodeFor(arch);
+    const resolved = resolvedPrebuild(runner);
     if (resolved !== prebuild) throw new InstallError(`node-gyp-build resolves ${relative(resolved)} instead of ${relative(prebuild)}.`);
-    const failure = testLoad(prebuild);
-    if (failure) throw new InstallError(`the prebuild ${relative(prebuild)} does not load: ${failure}.`);
-    const { beyondRuntime } = sharedLibrariesOf(prebuild);
+    const failure = testLoad(prebuild, runner);
+    if (failure) throw new InstallError(`the prebuild ${relative(prebuild)} does not load${cross ? ` on ${arch} Node under qemu` : ''}: ${failure}.`);
+    const { beyondRuntime } = sharedLibrariesOf(prebuild, arch);
     if (beyondRuntime.length)
       throw new InstallError(
         `the prebuild ${relative(prebuild)} needs ${beyondRuntime.join(', ')} of the system; it may need only libc and the C/C++ runtime.`,
@@ -124,7 +144,7 @@ async function main() {
   }
   const megabytes = (fs.statSync(prebuild).size / 2 ** 20).toFixed(1);
   log(
-    `prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, self-contained, stripped, loads; made with prebuildify in ${formatDuration(Date.now() - started)})`,
+    `prebuild ready: ${relative(prebuild)} (${megabytes} MB, portable, self-contained, stripped, loads${cross ? ' under qemu' : ''}; made with prebuildify in ${formatDuration(Date.now() - started)})`,
   );
 }
 

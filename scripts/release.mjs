@@ -1,13 +1,16 @@
 #!/usr/bin/env node
-// `npm run release`: the npm packages of a release for this machine's platform (docs/install.md), checked.
+// `npm run release [-- --arch arm64]`: the npm packages of a release for this machine's platform, or with --arch for
+// another architecture's, cross-compiled and checked under qemu (docs/install.md, scripts/cross.mjs), checked.
 //   1. `npm run prebuild` (unless --reuse-prebuild finds one): the self-contained addon.
-//   2. The platform package in build/release/package: package.json (os, cpu, libc, the CPU it needs), voxd.node, the
-//      pocketsphinx US English model, espeak-ng's data for Kokoro's languages, the licences of what it bundles; then
-//      `npm pack` of it and of voxd.
+//   2. The platform package in build/release/package-<arch>: package.json (os, cpu, libc, the CPU it needs),
+//      voxd.node, the pocketsphinx US English model, espeak-ng's data for Kokoro's languages, the licences of what it
+//      bundles; then `npm pack` of it and of voxd.
 //   3. The check: both tarballs installed into an empty directory inside a mount namespace that hides the compilers,
 //      cmake, make, the system's headers and its FFmpeg, flite, pocketsphinx and espeak-ng (`unshare`, as root); there the
-//      server starts, transcribes WAV and MP3, speaks in every format and separates, and `ldd` of the installed addon
-//      lists only libc and the C/C++ runtime. --source-install also times the other path: voxd's tarball alone, built from source.
+//      server starts, transcribes WAV and MP3, speaks in every format, separates and transcribes a live turn, and
+//      `ldd` of the installed addon lists only libc and the C/C++ runtime. For another architecture npm, the install
+//      script and the server run on that architecture's official Node under qemu, and the engine library's C++ tests
+//      run there too. --source-install also times the other path: voxd's tarball alone, built from source.
 // Prints the download size and install time of each path.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -17,28 +20,41 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { InstallError, formatDuration, log, relative, requireFromRoot, root, sharedLibrariesOf } from './build-native.mjs';
-import { BUNDLED_DEPS, BUNDLED_PREFIX } from './bundled-deps.mjs';
+import { BUNDLED_DEPS, bundledDirs } from './bundled-deps.mjs';
+import { crossTarget, ensureCrossTools, nodeFor } from './cross.mjs';
 import { SOURCES } from './sources.mjs';
 
+const argv = process.argv.slice(2);
+const args = new Set(argv);
+const arch = argv.includes('--arch') ? argv[argv.indexOf('--arch') + 1] : process.arch;
+const cross = crossTarget(arch);
 const RELEASE = path.join(root, 'build', 'release');
-const PACKAGE_DIR = path.join(RELEASE, 'package');
+const PACKAGE_DIR = path.join(RELEASE, `package-${arch}`);
 const voxd = requireFromRoot('./package.json');
 
 // The instruction sets VOXD_PORTABLE compiles ggml for on x64 (CMakeLists.txt: the AVX2 level of x86-64-v3), as
 // /proc/cpuinfo names them: what the loader checks before it loads the addon. Only these: a virtual machine may hide
 // others of x86-64-v3 (LZCNT's abm, say) that the addon never uses.
 const X64_V3_FLAGS = ['avx', 'avx2', 'fma', 'f16c', 'bmi2'];
+// What VOXD_PORTABLE compiles for on arm64 (CMakeLists.txt), as /proc/cpuinfo's Features name it: armv8-a's
+// floating point and NEON, which every 64-bit ARM core running Linux has
+const ARM64_V8_FLAGS = ['fp', 'asimd'];
+// The test cases another architecture's addon runs under qemu besides the C++ tests: batching's promise (the same
+// samples alone or in any batch) on the code path of CPUs other than x86, about 4 minutes under qemu on 2 cores. (Whisper's
+// and Parakeet's JS cases need their suites' earlier cases or an x86 oracle; Parakeet's batching is in the C++ tests.)
+const EMULATED_SUITES = { files: ['server/tts-ggml.test.js'], pattern: 'batch' };
+/** The CPU each architecture's platform package is built for, and the flags the loader checks. */
+const CPU_BASELINES = { x64: { cpu: 'x86-64-v3', flags: X64_V3_FLAGS }, arm64: { cpu: 'armv8-a', flags: ARM64_V8_FLAGS } };
 
 // What the check hides: the tools of a source build, every system header, and the system's copies of the libraries
 // the platform package bundles. Paths that do not exist here are skipped.
 const HIDDEN_DIRS = [
   ...['/usr/include', '/usr/lib/gcc', '/usr/libexec/gcc', '/usr/share/pocketsphinx', '/usr/local/include'],
+  ...['/usr/lib/gcc-cross', '/usr/aarch64-linux-gnu/include'],
   ...['/usr/lib/x86_64-linux-gnu/espeak-ng-data', '/usr/lib/aarch64-linux-gnu/espeak-ng-data', '/usr/share/espeak-ng-data'],
 ];
 const HIDDEN_PROGRAMS = ['cc', 'c++', 'gcc', 'g++', 'cpp', 'clang', 'clang++', 'cmake', 'make', 'ninja', 'ld', 'as'];
 const HIDDEN_LIBRARIES = /^lib(avcodec|avformat|avutil|swresample|flite|pocketsphinx|sphinxbase|mp3lame|vorbis|opus|ogg|espeak-ng|pcaudio|sonic)\b.*\.so/;
-
-const args = new Set(process.argv.slice(2));
 
 /** @param {string} file */
 const megabytes = (file) => `${(fs.statSync(file).size / 2 ** 20).toFixed(1)} MB`;
@@ -58,15 +74,15 @@ function run(cmd, argv, options = {}) {
   return String(result.stdout ?? '');
 }
 
-/** The platform package's name on this machine, as the server's loader computes it (it needs `npm run build:ts`). */
+/** The platform package's name for `arch`, as the server's loader computes it (it needs `npm run build:ts`). */
 async function platformName() {
   const loader = path.join(root, 'dist', 'src', 'native', 'load.js');
   if (!fs.existsSync(loader)) throw new InstallError('dist/ is missing: run `npm run build:ts` first.');
-  return (await import(pathToFileURL(loader).href)).platformPackageName();
+  return (await import(pathToFileURL(loader).href)).platformPackageName(arch);
 }
 
 function prebuildFile() {
-  const dir = path.join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+  const dir = path.join(root, 'prebuilds', `${process.platform}-${arch}`);
   const [file] = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.node')) : [];
   return file ? path.join(dir, file) : null;
 }
@@ -96,20 +112,21 @@ ${rows.join('\n')}
 }
 
 /**
- * Writes build/release/package from the prebuild and the bundled prefix.
+ * Writes build/release/package-<arch> from the prebuild and the bundled prefix.
  * @param {string} prebuild
  */
 async function assemblePlatformPackage(prebuild) {
   fs.rmSync(PACKAGE_DIR, { recursive: true, force: true });
   fs.mkdirSync(PACKAGE_DIR, { recursive: true });
   fs.copyFileSync(prebuild, path.join(PACKAGE_DIR, 'voxd.node'));
-  fs.cpSync(path.join(BUNDLED_PREFIX, 'share', 'pocketsphinx', 'model', 'en-us'), path.join(PACKAGE_DIR, 'pocketsphinx', 'en-us'), { recursive: true });
-  fs.cpSync(path.join(BUNDLED_PREFIX, 'share', 'espeak-ng-data'), path.join(PACKAGE_DIR, 'espeak-ng-data'), { recursive: true });
-  fs.cpSync(path.join(BUNDLED_PREFIX, 'licences'), path.join(PACKAGE_DIR, 'licences'), { recursive: true });
+  const { prefix } = bundledDirs(arch);
+  fs.cpSync(path.join(prefix, 'share', 'pocketsphinx', 'model', 'en-us'), path.join(PACKAGE_DIR, 'pocketsphinx', 'en-us'), { recursive: true });
+  fs.cpSync(path.join(prefix, 'share', 'espeak-ng-data'), path.join(PACKAGE_DIR, 'espeak-ng-data'), { recursive: true });
+  fs.cpSync(path.join(prefix, 'licences'), path.join(PACKAGE_DIR, 'licences'), { recursive: true });
   fs.writeFileSync(path.join(PACKAGE_DIR, 'LICENSES.md'), licencesText());
   const name = await platformName();
-  const [, platform, arch, libc] = /** @type {RegExpExecArray} */ (/^@voxd\/addon-(\w+)-(\w+)(?:-(\w+))?$/.exec(name));
-  const x64 = arch === 'x64';
+  const [, platform, , libc] = /** @type {RegExpExecArray} */ (/^@voxd\/addon-(\w+)-(\w+)(?:-(\w+))?$/.exec(name));
+  const baseline = CPU_BASELINES[/** @type {keyof typeof CPU_BASELINES} */ (arch)];
   const manifest = {
     name,
     version: voxd.version,
@@ -121,8 +138,8 @@ async function assemblePlatformPackage(prebuild) {
     files: ['voxd.node', 'pocketsphinx', 'espeak-ng-data', 'licences', 'LICENSES.md'],
     // read by src/native/load.ts
     voxd: {
-      cpu: x64 ? 'x86-64-v3' : arch,
-      requiresCpuFlags: x64 ? X64_V3_FLAGS : [],
+      cpu: baseline?.cpu ?? arch,
+      requiresCpuFlags: baseline?.flags ?? [],
       bundles: `FFmpeg ${BUNDLED_DEPS.find((d) => d.name === 'ffmpeg')?.version}, flite 2.2, pocketsphinx 5prealpha, espeak-ng ${BUNDLED_DEPS.find((d) => d.name === 'espeak-ng')?.version}`,
     },
   };
@@ -220,22 +237,60 @@ async function freePort() {
 }
 
 /**
- * The server of the installation in `dir`, in the namespace: transcribe WAV and MP3, speak in every format,
- * separate; throws on a failure.
- * @param {string} dir
+ * A live turn over `WS /v1/audio/transcriptions/realtime`: jfk.wav's samples sent as they would stream, then stop;
+ * resolves to the transcript of its utterances.
+ * @param {string} base
+ * @param {string} wav
  */
-async function checkServer(dir) {
+async function liveTurn(base, wav) {
+  const WebSocket = requireFromRoot('ws');
+  const socket = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/audio/transcriptions/realtime`);
+  /** @type {string[]} */
+  const texts = [];
+  const closed = new Promise((resolve, reject) => {
+    socket.on('close', resolve);
+    socket.on('error', reject);
+  });
+  socket.on('message', (/** @type {Buffer} */ data) => {
+    const message = JSON.parse(data.toString('utf8'));
+    if (message.type === 'complete') texts.push(message.text);
+    if (message.status === 'error') texts.push(`error: ${message.error}`);
+  });
+  await new Promise((resolve, reject) => {
+    socket.once('open', resolve);
+    socket.once('error', reject);
+  });
+  socket.send(JSON.stringify({ model: 'sphinx', sample_rate: 16000 }));
+  // jfk.wav is 16 kHz mono 16-bit: its samples are its `data` chunk; 100 ms a frame
+  const bytes = fs.readFileSync(wav);
+  const data = bytes.indexOf('data', 12);
+  const pcm = bytes.subarray(data + 8, data + 8 + bytes.readUInt32LE(data + 4));
+  for (let at = 0; at < pcm.length; at += 3200) socket.send(pcm.subarray(at, at + 3200));
+  socket.send(JSON.stringify({ action: 'stop' }));
+  await closed;
+  return texts.join(' ').trim();
+}
+
+/**
+ * The server of the installation in `dir`, in the namespace, on `runner`'s Node: transcribe WAV and MP3, speak in
+ * every format, separate, a live turn; throws on a failure.
+ * @param {string} dir
+ * @param {{ env: NodeJS.ProcessEnv }} runner
+ */
+async function checkServer(dir, runner) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const child = hidden(
     [path.join(dir, 'node_modules', '.bin', 'voxd'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--log-dir', path.join(dir, 'logs')],
     {
       cwd: dir,
-      env: { ...process.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(dir, 'hub'), VOXD_CACHE_DIR: path.join(dir, 'cache') },
+      env: { ...runner.env, HF_ENDPOINT: 'http://127.0.0.1:9', HF_HUB_CACHE: path.join(dir, 'hub'), VOXD_CACHE_DIR: path.join(dir, 'cache') },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
   const done = completion(child);
+  // under emulation Node starts and compiles its code many times slower
+  const startLimit = cross ? 1500 : 150;
   try {
     for (let i = 0; ; i++) {
       const ready = await fetch(`${base}/readyz`).then(
@@ -243,7 +298,7 @@ async function checkServer(dir) {
         () => false,
       );
       if (ready) break;
-      if (i > 150 || child.exitCode !== null)
+      if (i > startLimit || child.exitCode !== null)
         throw new InstallError(`the installed server did not start:\n${(await Promise.race([done, sleep(2000, { output: '' })])).output}`);
       await sleep(200);
     }
@@ -277,7 +332,10 @@ async function checkServer(dir) {
     mix.append('description', 'drums');
     const separation = await (await fetch(`${base}/v1/audio/separations`, { method: 'POST', body: mix })).json();
     if (typeof separation.target !== 'string') throw new InstallError(`separation: ${JSON.stringify(separation).slice(0, 300)}`);
-    return { transcript: transcripts[0] ?? '', spoken };
+    const live = await liveTurn(base, path.join(shared, 'speech', 'jfk.wav'));
+    // VAD-cut utterances come out differently from the whole file (the same words on x64 and arm64), but in words
+    if (!/(\w+ ){5}/.test(live)) throw new InstallError(`live turn: ${JSON.stringify(live)}`);
+    return { transcript: transcripts[0] ?? '', spoken, live };
   } finally {
     child.kill('SIGTERM');
     const { output } = await done;
@@ -286,21 +344,29 @@ async function checkServer(dir) {
   }
 }
 
+/** npm's own script, for another architecture's Node to run: the npm running this release, else the one on PATH. */
+function npmCli() {
+  if (process.env.npm_execpath?.endsWith('.js')) return process.env.npm_execpath;
+  const npm = spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).stdout.trim();
+  return path.join(path.dirname(fs.realpathSync(npm)), 'npm-cli.js');
+}
+
 /**
- * Installs `tarballs` into a new empty directory (in the namespace when `hide`); returns it and the time taken.
+ * Installs `tarballs` into a new empty directory (in the namespace when `hide`) with npm on `runner`'s Node; returns
+ * it and the time taken.
  * @param {string} name
  * @param {string[]} tarballs
- * @param {{ hide: boolean, env?: NodeJS.ProcessEnv }} options
+ * @param {{ hide: boolean, runner: { node: string, env: NodeJS.ProcessEnv }, env?: NodeJS.ProcessEnv }} options
  */
-async function installInto(name, tarballs, { hide, env = {} }) {
+async function installInto(name, tarballs, { hide, runner, env = {} }) {
   const dir = path.join(os.tmpdir(), `voxd-release-${name}-${process.pid}`);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir);
   fs.writeFileSync(path.join(dir, 'package.json'), '{"name":"voxd-release-check","private":true}\n');
-  const argv = ['npm', 'install', '--no-audit', '--no-fund', '--foreground-scripts', ...tarballs];
+  const argv = [...(cross ? [runner.node, npmCli()] : ['npm']), 'install', '--no-audit', '--no-fund', '--foreground-scripts', ...tarballs];
   const options = {
     cwd: dir,
-    env: { ...process.env, npm_config_cache: path.join(dir, '.npm'), ...env },
+    env: { ...runner.env, npm_config_cache: path.join(dir, '.npm'), ...env },
     stdio: /** @type {import('node:child_process').StdioOptions} */ (['ignore', 'pipe', 'pipe']),
   };
   const started = Date.now();
@@ -318,9 +384,10 @@ async function main() {
     throw new InstallError('the check hides the build tools in a mount namespace, which takes root: run it as root (or in a throwaway container).');
   fs.mkdirSync(RELEASE, { recursive: true });
 
+  if (cross) ensureCrossTools(cross);
   let prebuild = args.has('--reuse-prebuild') ? prebuildFile() : null;
   if (!prebuild) {
-    run(process.execPath, [path.join(root, 'scripts', 'prebuild.mjs')], { stdio: 'inherit' });
+    run(process.execPath, [path.join(root, 'scripts', 'prebuild.mjs'), '--arch', arch], { stdio: 'inherit' });
     prebuild = prebuildFile();
     if (!prebuild) throw new InstallError('npm run prebuild left no prebuild');
   }
@@ -334,16 +401,32 @@ async function main() {
   log(`packed ${relative(voxdTarball)} (${megabytes(voxdTarball)}) and ${relative(platformTarball)} (${megabytes(platformTarball)})`);
 
   const hiddenThings = await assertHidden();
-  log(`installing both into an empty directory where these are out of reach: ${hiddenThings.join(', ')}`);
-  const prebuilt = await installInto('prebuilt', [voxdTarball, platformTarball], { hide: true });
+  const runner = nodeFor(arch);
+  const on = cross ? ` on ${arch} Node ${spawnSync(runner.node, ['--version'], { encoding: 'utf8', env: runner.env }).stdout.trim()} under qemu` : '';
+  log(`installing both into an empty directory where these are out of reach${on}: ${hiddenThings.join(', ')}`);
+  const prebuilt = await installInto('prebuilt', [voxdTarball, platformTarball], { hide: true, runner });
   const addon = path.join(prebuilt.dir, 'node_modules', ...manifest.name.split('/'), 'voxd.node');
-  const { all, beyondRuntime } = sharedLibrariesOf(addon);
+  const { all, beyondRuntime } = sharedLibrariesOf(addon, arch);
   if (beyondRuntime.length) throw new InstallError(`the installed addon needs ${beyondRuntime.join(', ')}`);
-  const served = await checkServer(prebuilt.dir);
+  const checkStarted = Date.now();
+  const served = await checkServer(prebuilt.dir, runner);
   log(
-    `installed server: transcribed jfk.wav and jfk.mp3 ("${served.transcript.trim().slice(0, 60)}…"), spoke ${served.spoken.join(', ')}, separated the drum loop`,
+    `installed server${on}: transcribed jfk.wav and jfk.mp3 ("${served.transcript.trim().slice(0, 60)}…"), spoke ${served.spoken.join(', ')}, ` +
+      `separated the drum loop, live turn "${served.live.slice(0, 60)}…" (${formatDuration(Date.now() - checkStarted)})`,
   );
   log(`ldd ${path.basename(addon)}: ${all.join(', ')}`);
+  if (cross) {
+    log(`the engine library's C++ tests on ${arch}, under qemu (Parakeet's batch invariance among them)`);
+    let started = Date.now();
+    run(process.execPath, [path.join(root, 'scripts', 'test-native.mjs'), '--arch', arch], { stdio: 'inherit' });
+    log(`the engine library's C++ tests passed on ${arch} under qemu in ${formatDuration(Date.now() - started)}`);
+    log(`GGML text-to-speech's batch invariance on ${arch}, under qemu (${EMULATED_SUITES.files.join(', ')})`);
+    started = Date.now();
+    const suites = EMULATED_SUITES.files.map((file) => path.join(root, 'dist', 'test', file));
+    const env = { ...runner.env, VOXD_ADDON: prebuild };
+    run(runner.node, ['--test', `--test-name-pattern=${EMULATED_SUITES.pattern}`, ...suites], { stdio: 'inherit', env, cwd: root });
+    log(`they passed on ${arch} under qemu in ${formatDuration(Date.now() - started)}`);
+  }
 
   const rows = [
     [
@@ -353,10 +436,11 @@ async function main() {
       'no compiler, no system libraries',
     ],
   ];
-  if (args.has('--source-install')) {
+  if (args.has('--source-install') && !cross) {
     log('installing voxd alone, built from source (VOXD_BUILD_FROM_SOURCE=1; the build cache is bypassed)');
     const source = await installInto('source', [voxdTarball], {
       hide: false,
+      runner,
       env: { VOXD_BUILD_FROM_SOURCE: '1', VOXD_CACHE_DIR: path.join(os.tmpdir(), `voxd-release-cache-${process.pid}`) },
     });
     rows.push([
@@ -368,7 +452,7 @@ async function main() {
     fs.rmSync(source.dir, { recursive: true, force: true });
   }
   fs.rmSync(prebuilt.dir, { recursive: true, force: true });
-  console.log(`\nInstall paths on this machine (${os.cpus().length} cores, Node ${process.version}):`);
+  console.log(`\nInstall paths${cross ? ` for ${arch}, under qemu` : ''} on this machine (${os.cpus().length} cores, Node ${process.version}):`);
   console.log('| Path | Download | npm install time | Needs |\n| ---- | -------- | ---------------- | ----- |');
   for (const row of rows) console.log(`| ${row.join(' | ')} |`);
 }

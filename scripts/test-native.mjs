@@ -3,17 +3,22 @@
 // against the build directory `npm install` configured, and runs them with ctest, without Node's headers or a
 // server. `--sanitize` builds the engine library and the tests with AddressSanitizer and UndefinedBehaviorSanitizer
 // in a directory of their own (build-sanitize; the first build compiles the engine libraries again, ccache helps).
+// `--arch arm64` builds them for another architecture in the build directory of its prebuild (`npm run prebuild --
+// --arch arm64` first: scripts/cross.mjs) and runs them there under qemu.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InstallError, buildAddon, root } from './build-native.mjs';
+import { crossTarget, emulationEnv } from './cross.mjs';
 import { fetchSources } from './fetch-sources.mjs';
 import { ensureSystemDeps } from './system-deps.mjs';
 import { VAD_MODEL_FILE, buildVadModel } from './build-vad-model.mjs';
 
 const sanitize = process.argv.includes('--sanitize');
+const archAt = process.argv.indexOf('--arch');
+const cross = crossTarget(archAt > 0 ? process.argv[archAt + 1] : undefined);
 const junitAt = process.argv.indexOf('--junit'); // where ctest writes its results (scripts/test.mjs counts them)
 const junit = junitAt > 0 ? process.argv[junitAt + 1] : undefined;
 const step = (/** @type {string} */ message) => console.log(`[voxd test:native] ${message}`);
@@ -34,8 +39,12 @@ if (!fs.existsSync(audioDir)) {
 
 // the build directory `npm install` configured; an install that took the addon from the build cache or a platform
 // package left none, so the tests then configure it (and the sanitizer build its own) with the engine sources
-const buildDir = path.join(root, sanitize ? 'build-sanitize' : 'build');
-if (sanitize || !fs.existsSync(path.join(buildDir, 'CMakeCache.txt'))) {
+const buildDir = cross ? path.join(root, 'build', `prebuild-${process.argv[archAt + 1]}`, 'build') : path.join(root, sanitize ? 'build-sanitize' : 'build');
+if (cross && !fs.existsSync(path.join(buildDir, 'CMakeCache.txt'))) {
+  console.error(`[voxd test:native] ${path.relative(root, buildDir)} is not configured: run \`npm run prebuild -- --arch ${process.argv[archAt + 1]}\` first`);
+  process.exit(1);
+}
+if (!cross && (sanitize || !fs.existsSync(path.join(buildDir, 'CMakeCache.txt')))) {
   step(`building the engine library and its tests${sanitize ? ' with AddressSanitizer and UndefinedBehaviorSanitizer' : ''} (${path.basename(buildDir)})`);
   try {
     ensureSystemDeps();
@@ -66,10 +75,17 @@ const env = {
   VOXD_TEST_TORCH_DIR: path.join(root, 'native', 'test', 'data', 'torch'),
   // the engine libraries keep process-wide state (backend registries, flite's voices) for the process's life
   ...(sanitize ? { ASAN_OPTIONS: 'detect_leaks=0', UBSAN_OPTIONS: 'print_stacktrace=1' } : {}),
+  // another architecture's tests run through qemu (the toolchain file's CMAKE_CROSSCOMPILING_EMULATOR)
+  ...(cross ? emulationEnv(cross) : {}),
 };
-const ctest = spawnSync('ctest', ['--test-dir', buildDir, '--output-on-failure', '--timeout', '300', ...(junit ? ['--output-junit', junit] : [])], {
-  stdio: 'inherit',
-  env,
-});
+// under emulation each file's tests take many times longer
+const ctest = spawnSync(
+  'ctest',
+  ['--test-dir', buildDir, '--output-on-failure', '--timeout', cross ? '3600' : '300', ...(junit ? ['--output-junit', junit] : [])],
+  {
+    stdio: 'inherit',
+    env,
+  },
+);
 step(`done in ${Math.round((Date.now() - started) / 1000)} s`);
 process.exit(ctest.status ?? 1);

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { log, relative, root } from '../build-native.mjs';
-import { BUNDLED_PREFIX, buildBundledDeps } from '../bundled-deps.mjs';
+import { bundledDirs, buildBundledDeps } from '../bundled-deps.mjs';
 import { fetchSources } from '../fetch-sources.mjs';
 
 const OUT = path.join(root, 'build', 'cuda-check');
@@ -43,7 +43,7 @@ tarXz(path.join(OUT, 'sources.tar.xz'), root, SOURCES);
 tarXz(
   path.join(OUT, 'bundled.tar.xz'),
   root,
-  ['lib', 'include'].map((d) => path.relative(root, path.join(BUNDLED_PREFIX, d))),
+  ['lib', 'include'].map((d) => path.relative(root, path.join(bundledDirs().prefix, d))),
 );
 fs.mkdirSync(path.join(OUT, 'node-include'));
 for (const header of ['node_api.h', 'node_api_types.h', 'js_native_api.h', 'js_native_api_types.h']) {

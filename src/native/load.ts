@@ -51,20 +51,30 @@ interface PlatformManifest {
 }
 
 /**
- * The platform package npm installs on this machine (voxd's optionalDependencies: npm takes the one whose os, cpu and
- * libc match): `@voxd/addon-linux-x64-gnu` and so on.
+ * The platform package npm installs on this machine, or on one of this libc with another CPU architecture (`arch`):
+ * voxd's optionalDependencies, of which npm takes the one whose os, cpu and libc match. `@voxd/addon-linux-x64-gnu`,
+ * `@voxd/addon-linux-arm64-gnu` and so on.
  */
-export function platformPackageName(): string {
+export function platformPackageName(arch: string = process.arch): string {
   const glibc = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header?.glibcVersionRuntime;
   const libc = process.platform === 'linux' ? (glibc ? '-gnu' : '-musl') : '';
-  return `@voxd/addon-${process.platform}-${process.arch}${libc}`;
+  return `@voxd/addon-${process.platform}-${arch}${libc}`;
 }
 
-/** The CPU flags /proc/cpuinfo lists (Linux), or null where it cannot be read. */
+/**
+ * The CPU's features in /proc/cpuinfo's words: x86's `flags` line (`avx2`, ...), ARM's `Features` (`asimd`, ...), as
+ * the kernel of `arch` writes them; null when it has no such line (under qemu's user-mode emulation /proc/cpuinfo is
+ * the host's, and says nothing of the CPU emulated).
+ */
+export function cpuFlagsOf(cpuinfo: string, arch: string = process.arch): Set<string> | null {
+  const line = (arch === 'arm64' ? /^Features\s*:(.*)$/m : /^flags\s*:(.*)$/m).exec(cpuinfo);
+  return line ? new Set((line[1] as string).trim().split(/\s+/)) : null;
+}
+
+/** This CPU's features (Linux), or null where /proc/cpuinfo cannot be read. */
 function cpuFlags(): Set<string> | null {
   try {
-    const line = /^flags\s*:(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'));
-    return line ? new Set((line[1] as string).trim().split(/\s+/)) : null;
+    return cpuFlagsOf(fs.readFileSync('/proc/cpuinfo', 'utf8'));
   } catch {
     return null;
   }

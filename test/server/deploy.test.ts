@@ -293,7 +293,9 @@ function parseDockerfile(file: string): Stage[] {
     const [keyword = '', ...rest] = line.split(' ');
     const args = rest.join(' ');
     if (keyword.toUpperCase() === 'FROM') {
-      const [image = '', as, name] = args.replace(/\$\{(\w+)\}/g, (_, arg: string) => globalArgs.get(arg) ?? `\${${arg}}`).split(' ');
+      // FROM's flags (--platform) say where the stage runs, not what it starts from
+      const words = args.replace(/\$\{(\w+)\}/g, (_, arg: string) => globalArgs.get(arg) ?? `\${${arg}}`).split(' ');
+      const [image = '', as, name] = words.filter((word) => !word.startsWith('--'));
       stages.push({ base: image, name: as?.toUpperCase() === 'AS' ? (name ?? null) : null, instructions: [] });
     } else if (stages.length === 0) {
       assert.equal(keyword.toUpperCase(), 'ARG', `${path.basename(file)}: only ARG before the first FROM`);

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { platformPackageName, type NativeOrigin } from '../../src/native/load.js';
+import { cpuFlagsOf, platformPackageName, type NativeOrigin } from '../../src/native/load.js';
 import type { TestLoadOutcome } from '../../src/native/test-load.js';
 import { ROOT } from '../helpers/paths.js';
 
@@ -72,7 +72,7 @@ describe('the native addon loader', { skip }, () => {
     for (const file of [
       'package.json',
       ...['load', 'test-load'].map((m) => `dist/src/native/${m}.js`),
-      ...['install', 'build-native', 'fetch-sources', 'sources', 'system-deps'].map((s) => `scripts/${s}.mjs`),
+      ...['install', 'build-native', 'cross', 'fetch-sources', 'sources', 'system-deps'].map((s) => `scripts/${s}.mjs`),
     ]) {
       fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
       fs.copyFileSync(path.join(ROOT, file), path.join(dir, file));
@@ -87,6 +87,24 @@ describe('the native addon loader', { skip }, () => {
 
   it('names the platform package by platform, CPU and libc', () => {
     assert.match(platformPackageName(), new RegExp(`^@voxd/addon-${process.platform}-${process.arch}(-gnu|-musl)?$`));
+  });
+
+  it('chooses on 64-bit ARM the arm64 package voxd depends on, and reads the features ARM cores list', () => {
+    const { optionalDependencies } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { optionalDependencies: Record<string, string> };
+    const libc = platformPackageName().replace(/^.*?(-gnu|-musl)?$/, '$1');
+    if (process.platform === 'linux' && libc === '-gnu') {
+      assert.equal(platformPackageName('arm64'), '@voxd/addon-linux-arm64-gnu');
+      assert.ok(platformPackageName('arm64') in optionalDependencies, 'npm installs it on arm64');
+    }
+    // /proc/cpuinfo of a Raspberry Pi 4 (Cortex-A72, armv8.0) and of an x86-64 machine: the arm64 package needs fp
+    // and asimd (scripts/release.mjs), which the oldest 64-bit ARM cores list
+    const raspberryPi4 = 'processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 cpuid\nCPU implementer\t: 0x41\n';
+    const x86 = 'processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n';
+    assert.deepEqual([...(cpuFlagsOf(raspberryPi4, 'arm64') ?? [])], ['fp', 'asimd', 'evtstrm', 'crc32', 'cpuid']);
+    assert.ok(cpuFlagsOf(x86, 'x64')?.has('avx2'));
+    // an arm64 Node under qemu on x86 reads the host's /proc/cpuinfo: nothing it says is about the emulated CPU
+    assert.equal(cpuFlagsOf(x86, 'arm64'), null);
+    assert.equal(cpuFlagsOf(raspberryPi4, 'x64'), null);
   });
 
   it('takes the source build when no platform package is installed', () => {
