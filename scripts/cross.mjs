@@ -104,17 +104,17 @@ export const EMULATED_NODE_MAJOR = 22;
 
 /**
  * The Node that runs code for `arch`: this one for this machine's architecture, else the official Node of that
- * architecture (EMULATED_NODE_MAJOR unless `major` says otherwise) under qemu; `dir` is for the front of PATH, so that
- * the programs it starts (npm's scripts, a package's bin) run on it too.
+ * architecture (EMULATED_NODE_MAJOR unless `major` says otherwise) under qemu, first on PATH, so that the
+ * programs it starts (npm's scripts, a package's bin) run on it too.
  * @param {string | undefined} arch
  * @param {number} [major]
- * @returns {{ node: string, dir: string, env: NodeJS.ProcessEnv }}
+ * @returns {{ node: string, env: NodeJS.ProcessEnv }}
  */
 export function nodeFor(arch, major = EMULATED_NODE_MAJOR) {
   const target = crossTarget(arch);
-  if (!target) return { node: process.execPath, dir: path.dirname(process.execPath), env: process.env };
+  if (!target) return { node: process.execPath, env: process.env };
   const { node, dir } = emulatedNode(/** @type {string} */ (arch), major);
-  return { node, dir, env: { ...process.env, ...emulationEnv(target), PATH: `${dir}${path.delimiter}${process.env.PATH ?? ''}` } };
+  return { node, env: { ...process.env, ...emulationEnv(target), PATH: `${dir}${path.delimiter}${process.env.PATH ?? ''}` } };
 }
 
 /**

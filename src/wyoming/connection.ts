@@ -63,7 +63,8 @@ export class WyomingConnection {
   private queue: Promise<void> = Promise.resolve();
   private transcription: { model: string; language: string | null; format: PcmFormat | null; chunks: Buffer[]; bytes: number } | null = null;
   private synthesis: StreamingSynthesis | null = null;
-  private idle: NodeJS.Timeout | null = null;
+  /** Rearmed (refreshed) by every event either way: one timer for the connection's life. */
+  private readonly idle: NodeJS.Timeout;
   /** Events being handled and sentences being spoken: while any is, the connection is not idle. */
   private working = 0;
   private closed = false;
@@ -76,7 +77,13 @@ export class WyomingConnection {
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('close', () => this.close());
     socket.on('error', () => this.close());
-    this.touch();
+    const { idleMs } = services.limits;
+    // a connection at work (a transcription waiting for its turn, a long synthesis) is not idle
+    const timedOut = (): void => {
+      if (this.working > 0) this.idle.refresh();
+      else this.fail(new ApiError('request_timeout', `nothing was sent either way for ${idleMs / 1000} s (--wyoming-idle-timeout)`));
+    };
+    this.idle = setTimeout(timedOut, idleMs).unref();
   }
 
   private receive(chunk: Buffer): void {
@@ -298,7 +305,7 @@ export class WyomingConnection {
   close(drop = true): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.idle) clearTimeout(this.idle);
+    clearTimeout(this.idle);
     this.controller.abort();
     if (drop) this.socket.destroy();
   }
@@ -314,15 +321,7 @@ export class WyomingConnection {
   }
 
   private touch(): void {
-    if (this.idle) clearTimeout(this.idle);
-    if (this.closed) return;
-    const { idleMs } = this.services.limits;
-    // a connection at work (a transcription waiting for its turn, a long synthesis) is not idle
-    const timedOut = (): void =>
-      this.working > 0
-        ? this.touch()
-        : this.fail(new ApiError('request_timeout', `nothing was sent either way for ${idleMs / 1000} s (--wyoming-idle-timeout)`));
-    this.idle = setTimeout(timedOut, idleMs).unref();
+    if (!this.closed) this.idle.refresh();
   }
 }
 
