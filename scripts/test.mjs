@@ -40,7 +40,8 @@ const testDir = path.join(root, 'dist', 'test');
 const only = process.argv.slice(2);
 // the files that run an upstream tool of the addon's build tree as their oracle (test/helpers/build-tree.ts), and the
 // tool: it is built in the background from the start of the run, at the lowest priority, on the cores the other
-// suites leave idle (its build took 3 to 4 minutes of CI's 2 cores), and these files run last
+// suites leave idle (its build took 3 to 4 minutes of CI's 2 cores), and these files run last, in a run of their own
+// (node's runner sorts the files it is given, so their place in one list cannot put them last)
 const ORACLE_TOOLS = new Map([
   ['unit/parakeet-cli.test.js', 'parakeet-cli'],
   ['engines/parakeet-engine.test.js', 'parakeet-cli'],
@@ -53,7 +54,9 @@ const chosen = SUITE_DIRS.flatMap((dir) =>
     .map((f) => `${dir}/${f}`)
     .sort(),
 ).filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
-const files = [...chosen.filter((f) => !ORACLE_TOOLS.has(f)), ...chosen.filter((f) => ORACLE_TOOLS.has(f))].map((f) => path.join(testDir, f));
+const files = chosen.map((f) => path.join(testDir, f));
+const oracleFiles = files.filter((f) => ORACLE_TOOLS.has(path.relative(testDir, f)));
+const firstPass = files.filter((f) => !oracleFiles.includes(f));
 const oracleTools = [...new Set(chosen.flatMap((f) => ORACLE_TOOLS.get(f) ?? []))];
 // what the chosen tests need beyond the build (Debian's chromium for the web interface's tests, nginx for the
 // deployment files'), installed here like the build's packages
@@ -83,7 +86,7 @@ const autoTransport = spawnSync(
   ],
   { cwd: root, encoding: 'utf8' },
 ).stdout.trim();
-const secondPass = autoTransport === 'uws' ? files.filter((f) => TRANSPORT_SUITES.some((suite) => path.basename(f) === `${suite}.test.js`)) : [];
+const secondPass = autoTransport === 'uws' ? firstPass.filter((f) => TRANSPORT_SUITES.some((suite) => path.basename(f) === `${suite}.test.js`)) : [];
 
 /**
  * Runs test files with node's runner: spec output for people, TAP into a file for the summary line.
@@ -141,10 +144,12 @@ const runs = [];
 if (only.length === 0 || only.includes('native')) runs.push(runNative());
 // after the C++ tests, which build in the same tree without its lock
 const oracleBuild = buildInBackground(oracleTools);
-runs.push(run(`transport ${autoTransport}`, files, process.env));
+// node's runner given no file looks for every test file itself
+if (firstPass.length > 0) runs.push(run(`transport ${autoTransport}`, firstPass, process.env));
 if (secondPass.length > 0) runs.push(run('transport node', secondPass, { ...process.env, VOXD_TRANSPORT: 'node' }));
 else if (autoTransport !== 'uws') step('no second transport pass: uWebSockets.js does not load here, node:http served every suite');
 else step('no second transport pass: none of these files is an HTTP or WebSocket suite');
+if (oracleFiles.length > 0) runs.push(run('upstream oracles', oracleFiles, process.env));
 oracleBuild?.kill();
 const total = (/** @type {'pass' | 'fail' | 'skipped'} */ key) => runs.reduce((sum, r) => sum + r[key], 0);
 const seconds = Math.round((Date.now() - started) / 1000);
