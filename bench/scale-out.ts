@@ -64,6 +64,8 @@ const SERVER_FLAGS = ['--log-level', 'warn'];
 const KILL_RESTART_DELAY_MS = 2000;
 /** Load after the restarted instance is back before the kill, and after the killed one is back before the end. */
 const SETTLE_SECONDS = 3;
+/** The longest the load goes on after the kill waiting for an answer to something sent after it. */
+const AFTER_KILL_LIMIT_SECONDS = 60;
 const REQUEST_TIMEOUT_MS = 120_000;
 const UPSTREAM_HEADER = 'x-voxd-upstream';
 const SESSION_RATE = 16000;
@@ -201,9 +203,11 @@ async function request(base: string, operation: (typeof OPERATIONS)[number]): Pr
   }
 }
 
-/** `clients` closed-loop clients sending the mix to `base` until `until()` (seconds since the epoch). */
-async function closedLoop(base: string, clients: number, until: () => number): Promise<Outcome[]> {
-  const outcomes: Outcome[] = [];
+/**
+ * `clients` closed-loop clients sending the mix to `base` until `until()` (seconds since the epoch); each outcome goes
+ * into `outcomes` as it comes, which is returned.
+ */
+async function closedLoop(base: string, clients: number, until: () => number, outcomes: Outcome[] = []): Promise<Outcome[]> {
   await Promise.all(
     Array.from({ length: clients }, async (_, client) => {
       for (let i = client; now() < until(); i++) outcomes.push(await request(base, OPERATIONS[i % OPERATIONS.length] as (typeof OPERATIONS)[number]));
@@ -442,18 +446,20 @@ async function main(): Promise<number> {
     const baselineFailures = [...direct, ...balanced].filter((o) => o.error);
     for (const o of baselineFailures) console.log(`  failed: ${o.what}: ${o.error}`);
 
-    // 2. mixed load, a rolling restart and a kill; the load goes on until SECONDS, and at least SETTLE_SECONDS after
-    // the killed instance is back
+    // 2. mixed load, a rolling restart and a kill; the load goes on until SECONDS, at least SETTLE_SECONDS after the
+    // killed instance is back, and until something sent after the kill has been answered (on a slow machine the
+    // requests in flight at the kill can outlast the settling time)
     console.log(`\nMixed load through nginx: ${LOAD_CLIENTS} HTTP clients in a closed loop + ${SESSIONS} realtime sessions at real-time pace`);
     const [restarted, killed] = instances as [Instance, Instance, Instance];
     const counts: SessionCounts = { opened: 0, drained: 0, refused: 0 };
+    const requests: Outcome[] = [];
     const turns: Outcome[] = [];
     let loadUntil = SECONDS;
     const until = (): number => loadUntil;
     epoch = performance.now();
     const wsBase = base.replace('http', 'ws');
     const load = Promise.all([
-      closedLoop(base, LOAD_CLIENTS, until),
+      closedLoop(base, LOAD_CLIENTS, until, requests),
       ...Array.from({ length: SESSIONS }, (_, s) => realtimeClient(wsBase, s * 7, until, turns, counts)),
     ]);
 
@@ -469,17 +475,20 @@ async function main(): Promise<number> {
 
     await sleep(Math.max(SECONDS * 0.6 - now(), restartedAt + SETTLE_SECONDS - now()) * 1000);
     const killedAt = now();
+    loadUntil = Infinity;
     await killed.kill();
     const diedAt = now();
     await sleep(KILL_RESTART_DELAY_MS);
     await killed.start();
     const killedBackAt = now();
-    loadUntil = Math.max(SECONDS, killedBackAt + SETTLE_SECONDS);
+    const answeredAfterKill = (): boolean => [...requests, ...turns].some((o) => o.start >= diedAt);
+    while (!answeredAfterKill() && now() < killedBackAt + AFTER_KILL_LIMIT_SECONDS) await sleep(200);
+    loadUntil = Math.max(SECONDS, killedBackAt + SETTLE_SECONDS, now());
     console.log(
       `  ${fmt(killedAt).padStart(5)} s  SIGKILL to instance ${killed.index} (${killed.address}); started again ${KILL_RESTART_DELAY_MS / 1000} s later, ready at ${fmt(killedBackAt)} s`,
     );
 
-    const [requests] = await load;
+    await load;
     const end = now();
     const phases: Phase[] = [
       { name: 'steady', from: 0, to: terminatedAt },

@@ -7,8 +7,10 @@ Prints one JSON line per change: {"event": "ready"} once browsing, then {"event"
 closes (test/helpers/wyoming.ts runs it).
 """
 
+import ipaddress
 import json
 import sys
+import time
 
 from zeroconf import IPVersion, ServiceBrowser, ServiceStateChange, Zeroconf
 
@@ -25,8 +27,15 @@ def on_change(zeroconf, service_type, name, state_change):
         say({"event": "removed", "name": name})
         return
     info = zeroconf.get_service_info(service_type, name, RESOLVE_TIMEOUT_MS)
-    if info is not None:
-        say({"event": "added", "name": name, "port": info.port, "addresses": info.parsed_addresses()})
+    if info is None:
+        return
+    # the first answer may come from the loopback interface alone; the other interfaces' address records follow
+    # (the test connects where a Home Assistant on another machine would: a routable address)
+    deadline = time.monotonic() + RESOLVE_TIMEOUT_MS / 1000
+    while not any(not ipaddress.ip_address(a).is_loopback for a in info.parsed_addresses()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        info.load_from_cache(zeroconf)
+    say({"event": "added", "name": name, "port": info.port, "addresses": info.parsed_addresses()})
 
 
 def main():
