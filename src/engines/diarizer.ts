@@ -1,8 +1,9 @@
 /**
  * The built-in diarizer `mfcc-bic`: signal processing and statistics in the native addon, nothing to download
  * (docs/models.md, "Speaker diarization"). MFCC statistics of 1.5 s windows of speech are clustered, the clusters
- * merged by the Bayesian information criterion (which chooses the number of speakers), and every 10 ms frame
- * relabelled by a Viterbi pass, on a worker thread.
+ * merged by the Bayesian information criterion (which chooses the number of speakers), every 10 ms frame
+ * relabelled by a Viterbi pass, and short stretches where another voice joins a turn given to that voice; on a worker
+ * thread.
  */
 import { availableParallelism } from 'node:os';
 import { abortFlagFor } from '../native/abort.js';

@@ -360,22 +360,29 @@ constexpr int smoothing_frames  = 5;
 constexpr double switch_penalty = 2.0;
 constexpr int resegment_passes  = 2;
 
-// The speaker of each of `frames` (one stretch of speech) by Viterbi over the smoothed log-likelihoods `ll`
-// (frames x k).
-std::vector<int> viterbi(const std::vector<double> & ll, int n_frames, int k) {
-    std::vector<double> smooth((size_t) n_frames * k);
-    std::vector<double> prefix((size_t) (n_frames + 1) * k, 0.0);
-    for (int t = 0; t < n_frames; t++) {
+// The log-likelihood of each of `frames` (one stretch of speech) under each of `models`, averaged over ±`half_window`
+// frames (frames x models).
+std::vector<double> smoothed_log_likelihoods(const voxd_mfcc & mfcc, const std::vector<int> & frames, const std::vector<voxd_gaussian> & models,
+                                             int half_window) {
+    const int n = (int) frames.size(), k = (int) models.size();
+    std::vector<double> prefix((size_t) (n + 1) * k, 0.0);
+    for (int t = 0; t < n; t++) {
         for (int c = 0; c < k; c++) {
-            prefix[(size_t) (t + 1) * k + c] = prefix[(size_t) t * k + c] + ll[(size_t) t * k + c];
+            prefix[(size_t) (t + 1) * k + c] = prefix[(size_t) t * k + c] + models[c].log_likelihood(mfcc.at(frames[t]));
         }
     }
-    for (int t = 0; t < n_frames; t++) {
-        const int lo = std::max(0, t - smoothing_frames), hi = std::min(n_frames, t + smoothing_frames + 1);
+    std::vector<double> smooth((size_t) n * k);
+    for (int t = 0; t < n; t++) {
+        const int lo = std::max(0, t - half_window), hi = std::min(n, t + half_window + 1);
         for (int c = 0; c < k; c++) {
             smooth[(size_t) t * k + c] = (prefix[(size_t) hi * k + c] - prefix[(size_t) lo * k + c]) / (hi - lo);
         }
     }
+    return smooth;
+}
+
+// The speaker of each of `n_frames` frames by Viterbi over their smoothed log-likelihoods (frames x k).
+std::vector<int> viterbi(const std::vector<double> & smooth, int n_frames, int k) {
     std::vector<double> score(k), next(k);
     std::vector<int> back((size_t) n_frames * k);
     for (int c = 0; c < k; c++) {
@@ -575,14 +582,8 @@ void resegment(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, const 
         const int k   = (int) models.size();
         size_t offset = 0;
         for (const voxd_region & region : speech.regions) {
-            const int n = (int) region.frames.size();
-            std::vector<double> ll((size_t) n * k);
-            for (int t = 0; t < n; t++) {
-                for (int c = 0; c < k; c++) {
-                    ll[(size_t) t * k + c] = models[c].log_likelihood(mfcc.at(region.frames[t]));
-                }
-            }
-            const std::vector<int> path = viterbi(ll, n, k);
+            const int n                 = (int) region.frames.size();
+            const std::vector<int> path = viterbi(smoothed_log_likelihoods(mfcc, region.frames, models, smoothing_frames), n, k);
             std::copy(path.begin(), path.end(), labels.begin() + (ptrdiff_t) offset);
             offset += n;
         }
@@ -601,6 +602,126 @@ void resegment(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, const 
             l = renumber[l];
         }
         stats = cluster_stats(mfcc, frames, labels, kept);
+    }
+}
+
+// ---- short turns under another's ----
+
+// A backchannel spoken under someone else's turn mixes two voices, and the one-speaker-at-a-time Viterbi mostly gives
+// it to the turn around it. An intrusion is a stretch of 0.1 to 1 s inside one speaker's turn (the host: the speaker
+// of most frames within ±0.75 s) where another speaker's log-likelihood, averaged over ±80 ms, comes within 10 nats
+// of the host's. It is given to that speaker when the evidence adds up: the mean margin of the other speaker over
+// the host, minus the host's fit in standard deviations from its fit on its own frames (a mixture fits it worse),
+// plus 0.3 per dB that the stretch is louder than the host's speech around it (voices add up), is above -4.5.
+// The weights come from a logistic fit on bench/diarization.ts's seeds 1-3 (docs/models.md), the averaging from a
+// sweep on them.
+constexpr int intrusion_smoothing       = 8;
+constexpr int host_half_window          = 75;
+constexpr double intrusion_within_nats  = 10.0;
+constexpr int intrusion_min_frames      = 10;
+constexpr int intrusion_max_frames      = 100;
+constexpr int intrusion_context_frames  = 50; // of the host's speech on each side, for the loudness comparison
+constexpr double intrusion_db_weight    = 0.3;
+constexpr double intrusion_min_evidence = -4.5;
+
+// Gives intrusions (above) to the speaker who intrudes, relabelling `labels` (every voiced frame, region after
+// region) against the speakers' Gaussians `stats`.
+void label_intrusions(const voxd_mfcc & mfcc, const voxd_speech_frames & speech, const std::vector<voxd_frame_stats> & stats, std::vector<int> & labels) {
+    const int k = (int) stats.size();
+    if (k < 2) {
+        return;
+    }
+    std::vector<voxd_gaussian> models;
+    for (const voxd_frame_stats & s : stats) {
+        models.emplace_back(s);
+    }
+    std::vector<std::vector<double>> smooth; // per region, frames x k
+    for (const voxd_region & region : speech.regions) {
+        smooth.push_back(smoothed_log_likelihoods(mfcc, region.frames, models, intrusion_smoothing));
+    }
+    // how well each speaker fits its own frames: mean and standard deviation of the smoothed log-likelihood
+    std::vector<double> sum(k, 0.0), sum_sq(k, 0.0), count(k, 0.0);
+    size_t offset = 0;
+    for (size_t r = 0; r < speech.regions.size(); r++) {
+        for (size_t t = 0; t < speech.regions[r].frames.size(); t++) {
+            const int c    = labels[offset + t];
+            const double v = smooth[r][t * k + c];
+            sum[c] += v;
+            sum_sq[c] += v * v;
+            count[c] += 1.0;
+        }
+        offset += speech.regions[r].frames.size();
+    }
+    std::vector<double> fit_mean(k), fit_sd(k);
+    for (int c = 0; c < k; c++) {
+        fit_mean[c] = sum[c] / std::max(count[c], 1.0);
+        fit_sd[c]   = std::max(std::sqrt(std::max(sum_sq[c] / std::max(count[c], 1.0) - fit_mean[c] * fit_mean[c], 0.0)), 1e-6);
+    }
+
+    offset = 0;
+    for (size_t r = 0; r < speech.regions.size(); r++) {
+        const std::vector<int> & frames = speech.regions[r].frames;
+        const std::vector<double> & ll  = smooth[r];
+        const int n                     = (int) frames.size();
+        int * label                     = labels.data() + offset;
+        // the host of every frame, by a sliding count of labels, and the other speaker that fits it best
+        std::vector<int> host(n), rival(n, -1);
+        std::vector<int> votes(k, 0);
+        for (int t = 0; t < std::min(n, host_half_window); t++) {
+            votes[label[t]]++;
+        }
+        for (int t = 0; t < n; t++) {
+            if (t + host_half_window < n) {
+                votes[label[t + host_half_window]]++;
+            }
+            if (t - host_half_window - 1 >= 0) {
+                votes[label[t - host_half_window - 1]]--;
+            }
+            host[t]          = (int) (std::max_element(votes.begin(), votes.end()) - votes.begin());
+            const double * f = &ll[(size_t) t * k];
+            int best         = -1;
+            for (int c = 0; c < k; c++) {
+                if (c != host[t] && (best < 0 || f[c] > f[best])) {
+                    best = c;
+                }
+            }
+            if (f[best] > f[host[t]] - intrusion_within_nats) {
+                rival[t] = best;
+            }
+        }
+        // runs of one rival inside one host's stretch, weighed
+        for (int t = 0; t < n;) {
+            if (rival[t] < 0) {
+                t++;
+                continue;
+            }
+            const int intruder = rival[t], h = host[t], first = t;
+            while (t < n && rival[t] == intruder && host[t] == h) {
+                t++;
+            }
+            const int length = t - first;
+            if (first == 0 || t == n || host[t] != h || length < intrusion_min_frames || length > intrusion_max_frames) {
+                continue;
+            }
+            double margin = 0.0, host_fit = 0.0, inside = 0.0, around = 0.0;
+            for (int u = first; u < t; u++) {
+                margin += ll[(size_t) u * k + intruder] - ll[(size_t) u * k + h];
+                host_fit += (ll[(size_t) u * k + h] - fit_mean[h]) / fit_sd[h];
+                inside += mfcc.energy[frames[u]];
+            }
+            int n_around = 0;
+            for (int u = std::max(0, first - intrusion_context_frames); u < std::min(n, t + intrusion_context_frames); u++) {
+                if (u < first || u >= t) {
+                    around += mfcc.energy[frames[u]];
+                    n_around++;
+                }
+            }
+            const double louder_db = 10.0 * std::log10((inside / length + 1e-12) / (around / std::max(n_around, 1) + 1e-12));
+            if ((margin - host_fit) / length + intrusion_db_weight * louder_db > intrusion_min_evidence) {
+                std::fill(label + first, label + t, intruder);
+            }
+        }
+        offset += n;
     }
 }
 
@@ -711,6 +832,7 @@ voxd_diarization voxd_diarize(const std::vector<float> & samples, const std::vec
         l = std::max(l, 0); // frames of regions too short for a window start with the first speaker; Viterbi decides
     }
     resegment(mfcc, regions, frames, labels, stats, abort);
+    label_intrusions(mfcc, regions, stats, labels);
 
     // turns: runs of one speaker over each region's voiced frames, changing halfway between two frames of different
     // speakers; the first and last turn of a region reach its ends. Speakers are numbered by first appearance.

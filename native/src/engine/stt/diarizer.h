@@ -2,9 +2,10 @@
 // the speech a VAD found, with no trained weights. Each 1.5 s window of speech is described by the mean and spread
 // of its MFCCs; the windows are clustered (average linkage) into more groups than there are likely speakers; groups
 // are then merged while one full-covariance Gaussian explains two of them better than two Gaussians do, by the
-// Bayesian information criterion, which is what chooses the number of speakers; last, every 10 ms frame is
+// Bayesian information criterion, which is what chooses the number of speakers; then every 10 ms frame is
 // relabelled by a Viterbi pass over the speakers' Gaussians, so turns change where the voices do and short turns
-// inside a window are found.
+// inside a window are found; last, short stretches inside a turn where another voice joins in (a backchannel) are
+// given to that voice.
 #pragma once
 
 #include "common/error.h"
