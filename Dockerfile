@@ -3,6 +3,7 @@
 #   docker build -t voxd .
 #   docker run --rm -p 8000:8000 -v voxd-models:/models voxd
 #   docker buildx build --platform linux/amd64,linux/arm64 -t voxd .     (both; the host runs arm64 programs by qemu)
+#   (podman 4.3 sets no BUILDPLATFORM: add --build-arg BUILDPLATFORM=linux/amd64, the building machine's)
 #
 # Node.js 22 LTS comes from the official node:22-bookworm-slim image (Debian 12 with the upstream Node binaries in
 # /usr/local): Debian 12's own nodejs package is 18, older than voxd's floor (20.17). Both stages start from it, so
@@ -16,6 +17,9 @@ ARG NODE_IMAGE=node:22-bookworm-slim
 # emulation takes ----
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 ARG TARGETARCH
+# Behind a proxy that inspects TLS: its CA certificate, mounted for the build, for npm and Node's downloads
+# (--build-arg NODE_EXTRA_CA_CERTS=/path plus a volume there); the image keeps nothing of it
+ARG NODE_EXTRA_CA_CERTS
 # The build packages of scripts/system-deps.mjs (SYSTEM_DEPS; test/unit/deploy.test.ts checks that every one is
 # here). npm ci would install missing ones itself, as root on Debian, but a layer of their own is cached.
 RUN apt-get update \
@@ -43,8 +47,9 @@ RUN --mount=type=cache,target=/root/.npm --mount=type=cache,target=/root/.cache/
     && mkdir -p build/Release && mv /tmp/voxd.node build/Release/voxd.node \
     && npm prune --omit=dev
 
-# ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user; the image's own platform ----
-FROM ${NODE_IMAGE} AS runtime
+# ---- runtime: Debian 12's run-time libraries only, the built app, a non-root user; the image's own platform (named,
+# for podman 4.3, which otherwise resolves a multi-architecture base image here as it did for the build stage) ----
+FROM --platform=$TARGETPLATFORM ${NODE_IMAGE} AS runtime
 # FFmpeg 5.1's libraries (linked by the addon), and the libraries and data the built-in models open at run time:
 # pocketsphinx (`sphinx`) and flite (`flite`); espeak-ng's data (Kokoro's text frontend; the library is linked in)
 RUN apt-get update \

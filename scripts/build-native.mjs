@@ -33,6 +33,9 @@ export function log(line) {
 
 export const relative = (/** @type {string} */ file) => path.relative(root, file) || '.';
 
+/** @param {string} text a word for sh, single-quoted */
+export const quoted = (text) => `'${text.replace(/'/g, `'\\''`)}'`;
+
 /** @param {number} ms */
 export function formatDuration(ms) {
   const seconds = Math.round(ms / 1000);

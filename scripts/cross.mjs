@@ -6,6 +6,7 @@
 //                         binaries through qemu (binfmt_misc), so that a program started by another runs too
 //   nodeFor()             the Node that runs code for an architecture: this one, or the official Node of the
 //                         target (npm's node-linux-<arch> packages) under qemu, with the environment that runs it
+//   officialNode()        that official Node of any architecture, unpacked into the cache
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -113,7 +114,7 @@ export const EMULATED_NODE_MAJOR = 22;
 export function nodeFor(arch, major = EMULATED_NODE_MAJOR) {
   const target = crossTarget(arch);
   if (!target) return { node: process.execPath, env: process.env };
-  const { node, dir } = emulatedNode(/** @type {string} */ (arch), major);
+  const { node, dir } = officialNode(/** @type {string} */ (arch), major);
   return { node, env: { ...process.env, ...emulationEnv(target), PATH: `${dir}${path.delimiter}${process.env.PATH ?? ''}` } };
 }
 
@@ -123,7 +124,7 @@ export function nodeFor(arch, major = EMULATED_NODE_MAJOR) {
  * @param {string} arch
  * @param {number} major
  */
-function emulatedNode(arch, major) {
+export function officialNode(arch, major) {
   const dir = path.join(cacheDir, 'cross', `node-linux-${arch}-${major}`);
   const node = path.join(dir, 'package', 'bin', 'node');
   if (!fs.existsSync(node)) {

@@ -107,9 +107,10 @@ function resolvedPrebuild(runner) {
 
 async function main() {
   const started = Date.now();
+  // the cross tools first: loadPrebuildify checks their strip
+  if (cross) ensureCrossTools(cross);
   const run = await loadPrebuildify();
   ensureSystemDeps(BUNDLED_BUILD_DEPS, { purpose: 'the platform package build', rerun: 'npm run prebuild' });
-  if (cross) ensureCrossTools(cross);
   fetchSources();
   process.env.VOXD_BUNDLED_DEPS = await buildBundledDeps({ arch }); // read by the build backend prebuildify spawns
 

@@ -14,14 +14,13 @@
 // Prints the download size and install time of each path.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { InstallError, formatDuration, log, relative, requireFromRoot, root, sharedLibrariesOf } from './build-native.mjs';
+import { InstallError, formatDuration, quoted, log, relative, requireFromRoot, root, sharedLibrariesOf } from './build-native.mjs';
 import { BUNDLED_DEPS, bundledDirs } from './bundled-deps.mjs';
 import { crossTarget, ensureCrossTools, nodeFor } from './cross.mjs';
+import { completion, exerciseServer, freePort, untilReady } from './server-check.mjs';
 import { SOURCES } from './sources.mjs';
 
 const argv = process.argv.slice(2);
@@ -157,9 +156,6 @@ function pack(dir) {
   return path.join(RELEASE, filename);
 }
 
-/** @param {string} text a word for sh, single-quoted */
-const quoted = (text) => `'${text.replace(/'/g, `'\\''`)}'`;
-
 /** A shell script that hides the build tools and the bundled libraries' system copies, then runs its arguments. */
 function hidingScript() {
   const lines = ['set -e'];
@@ -217,63 +213,7 @@ async function assertHidden() {
 }
 
 /**
- * The child's exit code and everything it wrote, once it has closed.
- * @param {import('node:child_process').ChildProcess} child
- * @returns {Promise<{ code: number | null, output: string }>}
- */
-function completion(child) {
-  let output = '';
-  child.stdout?.on('data', (chunk) => (output += chunk));
-  child.stderr?.on('data', (chunk) => (output += chunk));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
-}
-
-async function freePort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
-  const address = /** @type {net.AddressInfo} */ (server.address());
-  await new Promise((resolve) => server.close(resolve));
-  return address.port;
-}
-
-/**
- * A live turn over `WS /v1/audio/transcriptions/realtime`: jfk.wav's samples sent as they would stream, then stop;
- * resolves to the transcript of its utterances.
- * @param {string} base
- * @param {string} wav
- */
-async function liveTurn(base, wav) {
-  const WebSocket = requireFromRoot('ws');
-  const socket = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/audio/transcriptions/realtime`);
-  /** @type {string[]} */
-  const texts = [];
-  const closed = new Promise((resolve, reject) => {
-    socket.on('close', resolve);
-    socket.on('error', reject);
-  });
-  socket.on('message', (/** @type {Buffer} */ data) => {
-    const message = JSON.parse(data.toString('utf8'));
-    if (message.type === 'complete') texts.push(message.text);
-    if (message.status === 'error') texts.push(`error: ${message.error}`);
-  });
-  await new Promise((resolve, reject) => {
-    socket.once('open', resolve);
-    socket.once('error', reject);
-  });
-  socket.send(JSON.stringify({ model: 'sphinx', sample_rate: 16000 }));
-  // jfk.wav is 16 kHz mono 16-bit: its samples are its `data` chunk; 100 ms a frame
-  const bytes = fs.readFileSync(wav);
-  const data = bytes.indexOf('data', 12);
-  const pcm = bytes.subarray(data + 8, data + 8 + bytes.readUInt32LE(data + 4));
-  for (let at = 0; at < pcm.length; at += 3200) socket.send(pcm.subarray(at, at + 3200));
-  socket.send(JSON.stringify({ action: 'stop' }));
-  await closed;
-  return texts.join(' ').trim();
-}
-
-/**
- * The server of the installation in `dir`, in the namespace, on `runner`'s Node: transcribe WAV and MP3, speak in
- * every format, separate, a live turn; throws on a failure.
+ * The server of the installation in `dir`, in the namespace, on `runner`'s Node, put through exerciseServer().
  * @param {string} dir
  * @param {{ env: NodeJS.ProcessEnv }} runner
  */
@@ -292,50 +232,8 @@ async function checkServer(dir, runner) {
   // under emulation Node starts and compiles its code many times slower
   const startLimit = cross ? 1500 : 150;
   try {
-    for (let i = 0; ; i++) {
-      const ready = await fetch(`${base}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ready) break;
-      if (i > startLimit || child.exitCode !== null)
-        throw new InstallError(`the installed server did not start:\n${(await Promise.race([done, sleep(2000, { output: '' })])).output}`);
-      await sleep(200);
-    }
-    const shared = path.join(root, '..', 'shared', 'audio');
-    /** @type {string[]} */
-    const transcripts = [];
-    for (const clip of ['jfk.wav', 'jfk.mp3']) {
-      const form = new FormData();
-      form.append('file', new Blob([fs.readFileSync(path.join(shared, 'speech', clip))]), clip);
-      form.append('model', 'sphinx');
-      const transcription = await (await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form })).json();
-      // sphinx hears "country" in the WAV; the MP3 (decoded by the bundled FFmpeg) comes out differently, but in words
-      if (!(clip.endsWith('.wav') ? /country/ : /(\w+ ){5}/).test(transcription.text ?? ''))
-        throw new InstallError(`transcription of ${clip}: ${JSON.stringify(transcription)}`);
-      transcripts.push(transcription.text);
-    }
-    /** @type {string[]} */
-    const spoken = [];
-    for (const format of ['mp3', 'wav', 'flac', 'ogg', 'opus', 'aac', 'pcm']) {
-      const speech = await fetch(`${base}/v1/audio/speech`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'tts-1', input: 'Installed without a compiler.', response_format: format }),
-      });
-      const audio = Buffer.from(await speech.arrayBuffer());
-      if (!speech.ok || audio.length < 1000) throw new InstallError(`speech as ${format}: ${speech.status} ${audio.toString('utf8', 0, 200)}`);
-      spoken.push(`${format} ${audio.length} B`);
-    }
-    const mix = new FormData();
-    mix.append('file', new Blob([fs.readFileSync(path.join(shared, 'music', 'loop_amen.flac'))]), 'loop.flac');
-    mix.append('description', 'drums');
-    const separation = await (await fetch(`${base}/v1/audio/separations`, { method: 'POST', body: mix })).json();
-    if (typeof separation.target !== 'string') throw new InstallError(`separation: ${JSON.stringify(separation).slice(0, 300)}`);
-    const live = await liveTurn(base, path.join(shared, 'speech', 'jfk.wav'));
-    // VAD-cut utterances come out differently from the whole file (the same words on x64 and arm64), but in words
-    if (!/(\w+ ){5}/.test(live)) throw new InstallError(`live turn: ${JSON.stringify(live)}`);
-    return { transcript: transcripts[0] ?? '', spoken, live };
+    await untilReady(base, child, done, startLimit);
+    return await exerciseServer(base);
   } finally {
     child.kill('SIGTERM');
     const { output } = await done;
