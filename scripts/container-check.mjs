@@ -22,6 +22,8 @@ const PLATFORMS = { x64: 'amd64', arm64: 'arm64' };
 const HOST_PACKAGES = ['podman', 'runc', 'debootstrap'];
 const STAND_IN = 'localhost/voxd-node:22-bookworm-slim';
 const NODE_MAJOR = 22;
+/** The npm line that Node 22's releases bundle (npm's node-linux-<arch> packages carry no npm). */
+const NPM_MAJOR = 10;
 const DEBIAN_MIRROR = 'http://deb.debian.org/debian';
 const IMAGE_USER = '10001';
 /** Where the build sees this machine's extra CA certificates. */
@@ -83,12 +85,7 @@ function standInBase(arch) {
   fs.cpSync(path.join(nodePackage, 'include'), path.join(rootfs, 'usr', 'local', 'include'), { recursive: true });
   const npmDir = path.join(rootfs, 'usr', 'local', 'lib', 'node_modules', 'npm');
   fs.mkdirSync(npmDir, { recursive: true });
-  const packed = output('npm', [
-    'pack',
-    `npm@${output('node', [path.join(rootfs, 'usr', 'local', 'bin', 'node'), '-p', 'process.versions.npm'])}`,
-    '--pack-destination',
-    rootfs,
-  ]);
+  const packed = output('npm', ['pack', `npm@${NPM_MAJOR}`, '--pack-destination', rootfs]);
   run('tar', ['xzf', path.join(rootfs, packed), '-C', npmDir, '--strip-components=1']);
   fs.rmSync(path.join(rootfs, packed));
   for (const bin of ['npm', 'npx']) fs.symlinkSync(`../lib/node_modules/npm/bin/${bin}-cli.js`, path.join(rootfs, 'usr', 'local', 'bin', bin));
