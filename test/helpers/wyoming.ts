@@ -2,10 +2,11 @@
  * A Wyoming client written from the protocol's documentation (a JSON header line, then `data_length` bytes of JSON
  * data and `payload_length` bytes of payload), apart from voxd's own reader, so the two check each other.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
+import { promisify } from 'node:util';
 import { PYTHON, ROOT } from './paths.js';
 
 export interface ClientEvent {
@@ -173,4 +174,39 @@ export async function browseWyoming(): Promise<ZeroconfBrowser> {
       await exited;
     },
   };
+}
+
+/**
+ * The python that runs the protocol's reference implementation (the `wyoming` package, which Home Assistant's
+ * integration is built on): `VOXD_TEST_WYOMING_PYTHON`, else Debian's. Neither Debian nor npm packages it, so a
+ * fresh machine has it only where someone installed it (docs/building.md).
+ */
+const REFERENCE_PYTHON = process.env.VOXD_TEST_WYOMING_PYTHON ?? PYTHON;
+const REFERENCE_SCRIPT = path.join(ROOT, 'test', 'helpers', 'wyoming-reference.py');
+
+/** Why the reference implementation cannot run here (a skip message), or false when it can. */
+export function wyomingReferenceUnavailable(): string | false {
+  const probe = spawnSync(REFERENCE_PYTHON, ['-c', 'from wyoming.tts import SynthesizeStart'], { encoding: 'utf8' });
+  return probe.status === 0
+    ? false
+    : `${REFERENCE_PYTHON} cannot import wyoming 1.7+ (pip install wyoming in a virtual environment; VOXD_TEST_WYOMING_PYTHON=its python)`;
+}
+
+/** What test/helpers/wyoming-reference.py reports after driving the listener on `port` (it says what each part is). */
+export interface WyomingReferenceReport {
+  info: {
+    asr: { name: string; supports_transcript_streaming: boolean; models: { name: string; installed: boolean; languages: string[] }[] };
+    tts: { name: string; supports_synthesize_streaming: boolean; voices: { name: string; installed: boolean; languages: string[] }[] };
+    satellite: boolean;
+  };
+  transcripts: Record<'16000' | '22050', { events: string[]; chunks: string[]; text: string; language: string }>;
+  speech: { text: string; rate: number; width: number; channels: number; chunks: number };
+  streamed: { groups: { rate: number; chunks: number }[] };
+  error: { text: string; code: string; closed: boolean };
+}
+
+/** Runs the reference client against the listener on `port` (asynchronously: the server may be in this process); its audio files go to `outDir`. */
+export async function runWyomingReference(port: number, clip: string, voice: string, outDir: string): Promise<WyomingReferenceReport> {
+  const { stdout } = await promisify(execFile)(REFERENCE_PYTHON, [REFERENCE_SCRIPT, String(port), clip, voice, outDir], { timeout: 120_000 });
+  return JSON.parse(stdout) as WyomingReferenceReport;
 }

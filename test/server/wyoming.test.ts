@@ -4,18 +4,29 @@
  * clip transcribed at 16 kHz and 22.05 kHz as HTTP transcribes it (with streamed transcript chunks), speech whole and
  * streamed (the compatibility `synthesize` in the middle ignored, `synthesize-stopped` at the end) as HTTP speaks it,
  * errors for bad input that close the connection, a client that leaves mid-synthesis, the idle timeout, and 8 clients
- * at once. Discovery: the listener found by python-zeroconf, the mDNS library Home Assistant browses with.
+ * at once. Where the reference implementation (Python's `wyoming`) is installed, it drives the listener as Home
+ * Assistant's integration does, parsing every answer with its own classes (test/helpers/wyoming-reference.py).
+ * Discovery: the listener found by python-zeroconf, the mDNS library Home Assistant browses with.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { decodeAudio } from '../../src/services/audio/decode.js';
 import { JFK_WAV } from '../helpers/paths.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { wavBytes } from '../helpers/wav.js';
-import { browseWyoming, connectWyoming, zeroconfBrowserUnavailable, type ClientEvent, type WyomingClient } from '../helpers/wyoming.js';
+import {
+  browseWyoming,
+  connectWyoming,
+  runWyomingReference,
+  wyomingReferenceUnavailable,
+  zeroconfBrowserUnavailable,
+  type ClientEvent,
+  type WyomingClient,
+} from '../helpers/wyoming.js';
 
 /** --wyoming-idle-timeout of the shared server: short, so that one test waits it out and another outlasts it. */
 const IDLE_SECONDS = 2;
@@ -35,6 +46,22 @@ async function httpSpeech(base: string, input: string): Promise<Buffer> {
   });
   assert.equal(response.status, 200);
   return Buffer.from(await response.arrayBuffer());
+}
+
+/** `info` once both models are loaded: they load when the listener starts, and a describe never waits for them. */
+async function loadedInfo(port: number): Promise<ClientEvent> {
+  const client = await connectWyoming(port);
+  try {
+    for (;;) {
+      client.send('describe');
+      const info = await client.next();
+      const loaded = (info.data.asr as { models: { installed: boolean }[] }[])[0]?.models[0]?.installed;
+      if (loaded && (info.data.tts as { voices: unknown[] }[])[0]?.voices.length) return info;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    client.close();
+  }
 }
 
 async function httpTranscript(base: string, wav: Buffer): Promise<string> {
@@ -86,17 +113,7 @@ describe('Wyoming (Home Assistant)', () => {
   });
 
   it('describes its programs with every field Home Assistant requires', async () => {
-    const client = await connectWyoming(port);
-    // the models load when the listener starts; a describe never waits for them
-    let info: ClientEvent;
-    for (;;) {
-      client.send('describe');
-      info = await client.next();
-      const loaded = (info.data.asr as { models: { installed: boolean }[] }[])[0]?.models[0]?.installed;
-      if (loaded && (info.data.tts as { voices: unknown[] }[])[0]?.voices.length) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    client.close();
+    const info = await loadedInfo(port);
     assert.equal(info.type, 'info');
     const attribution = { name: 'voxd', url: 'https://www.npmjs.com/package/voxd' };
     const [asr] = info.data.asr as Record<string, unknown>[];
@@ -187,6 +204,45 @@ describe('Wyoming (Home Assistant)', () => {
       ['synthesize-stopped'],
     );
     empty.close();
+  });
+
+  it('answers the reference implementation as Home Assistant drives it', { skip: wyomingReferenceUnavailable() }, async () => {
+    await loadedInfo(port);
+    const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'voxd-wyoming-reference-'));
+    cleanups.push(async () => fs.rmSync(outDir, { recursive: true, force: true }));
+    const report = await runWyomingReference(port, JFK_WAV, 'slt', outDir);
+    const { asr, tts, satellite } = report.info;
+    assert.deepEqual(
+      [asr.name, asr.supports_transcript_streaming, asr.models.map((m) => [m.name, m.installed, m.languages])],
+      ['voxd', true, [['sphinx', true, ['en']]]],
+    );
+    assert.deepEqual([tts.name, tts.supports_synthesize_streaming, satellite], ['voxd', true, false]);
+    assert.ok(
+      tts.voices.some((v) => v.name === 'slt' && v.installed && v.languages.includes('en_US')),
+      JSON.stringify(tts.voices),
+    );
+
+    // jfk.wav as it is (16 kHz), and resampled by the package's own converter, each as HTTP transcribes the same audio
+    const clip22k = fs.readFileSync(path.join(outDir, 'clip-22050.wav'));
+    const expected = { '16000': await httpTranscript(server.base, fs.readFileSync(JFK_WAV)), '22050': await httpTranscript(server.base, clip22k) };
+    for (const rate of ['16000', '22050'] as const) {
+      const transcript = report.transcripts[rate];
+      assert.equal(transcript.text, expected[rate], rate);
+      assert.equal(transcript.language, 'en');
+      assert.deepEqual([transcript.events[0], transcript.events.at(-1)], ['transcript-start', 'transcript'], rate);
+      assert.equal(transcript.chunks.join(' ').replace(/\s+/g, ' ').trim(), transcript.text, rate);
+    }
+
+    const pcmOf = (name: string) => fs.readFileSync(path.join(outDir, name)).subarray(44);
+    assert.deepEqual([report.speech.rate, report.speech.width, report.speech.channels], [16000, 2, 1]);
+    assert.ok(pcmOf('speech.wav').equals(await httpSpeech(server.base, report.speech.text)), 'synthesize: the PCM HTTP gives');
+    assert.equal(report.streamed.groups.length, 2, 'one audio group per sentence, none for the compatibility synthesize');
+    assert.ok(pcmOf('streamed-0.wav').equals(await httpSpeech(server.base, 'Hello world.')), 'the first sentence');
+    assert.ok(pcmOf('streamed-1.wav').equals(await httpSpeech(server.base, 'How are you today?')), 'the second sentence');
+
+    assert.match(report.error.text, /unknown voice 'nobody'/);
+    assert.equal(typeof report.error.code, 'string');
+    assert.equal(report.error.closed, true, 'the connection closed after the error');
   });
 
   it('answers what it cannot do with an error event and closes the connection, and goes on serving', async () => {
