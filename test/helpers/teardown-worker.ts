@@ -14,6 +14,8 @@ interface Job {
   mode: TeardownMode;
   /** The GGML TTS test model, for `tts`. */
   tts?: { model: string; mmproj: string };
+  /** The length of `tts`'s streamed synthesis, in frames. */
+  synthesisFrames: number;
 }
 
 /** 16 kHz noise: every engine takes it, and it is cheap to make. */
@@ -29,7 +31,7 @@ function noise(seconds: number): Float32Array {
 
 const LONG_TEXT = 'The quick brown fox jumps over the lazy dog. '.repeat(40);
 
-async function start({ mode, tts }: Job): Promise<void> {
+async function start({ mode, tts, synthesisFrames }: Job): Promise<void> {
   const addon = loadNative();
   // rejections after the environment is gone do not matter; the promises are never awaited
   const inFlight = (promise: Promise<unknown>): void => void promise.catch(() => undefined);
@@ -59,7 +61,7 @@ async function start({ mode, tts }: Job): Promise<void> {
     case 'tts': {
       const model = await addon.TtsGgmlModel.load({ ...(tts as NonNullable<Job['tts']>), sequences: 3 });
       // a streamed synthesis on the model's executor thread, and a batch stepping beside it
-      inFlight(model.synthesize({ text: LONG_TEXT, seed: 1, maxFrames: 400 }, () => undefined));
+      inFlight(model.synthesize({ text: LONG_TEXT, seed: 1, maxFrames: synthesisFrames }, () => undefined));
       const batch = model.createBatch();
       batch.add({ text: LONG_TEXT, seed: 2, maxFrames: 400 });
       inFlight(

@@ -108,9 +108,10 @@ Napi::Value voxd_flite_model_js::synthesize(const Napi::CallbackInfo & info) {
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[3]);
 
     const size_t voice = (size_t) (found - voices.begin());
-    auto job = std::make_shared<voxd_pcm_stream_job>([model = m_model, text = std::move(text), voice, speed = (float) speed, abort](voxd_pcm_sink & sink) {
+    auto run           = [model = m_model, text = std::move(text), voice, speed = (float) speed, abort](voxd_pcm_sink & sink) {
         model->synthesize(text, voice, speed, sink, abort);
-    });
+    };
+    auto job = std::make_shared<voxd_pcm_stream_job>(std::move(run), abort);
     return voxd_pcm_stream_job::start(env, job, info[2], "voxd.flite.synthesize", "voxd.flite.audio");
 }
 

@@ -19,8 +19,10 @@
 
 class voxd_pcm_stream_job : public voxd_pcm_sink, public std::enable_shared_from_this<voxd_pcm_stream_job> {
 public:
-    // `synthesize` runs the engine into this sink on a worker; it throws voxd_error to reject.
-    explicit voxd_pcm_stream_job(std::function<void(voxd_pcm_sink &)> synthesize) : m_synthesize(std::move(synthesize)) {}
+    // `synthesize` runs the engine into this sink on a worker; it throws voxd_error to reject. `abort` is the flag it
+    // checks between units of work: set here too once JS can take no more audio.
+    voxd_pcm_stream_job(std::function<void(voxd_pcm_sink &)> synthesize, voxd_abort_ptr abort)
+        : m_synthesize(std::move(synthesize)), m_abort(std::move(abort)) {}
 
     // Main thread: queues `job` on a worker and returns the promise of all its samples as one Float32Array. When
     // `on_audio` is a function it also receives them in chunks while the worker runs. `work_name` and `audio_name`
@@ -94,21 +96,25 @@ private:
         if (m_failed.load()) {
             return;
         }
-        Napi::Float32Array chunk;
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            const size_t end = everything ? m_samples.size() : m_ready;
-            if (end <= m_delivered) {
-                return;
-            }
-            chunk = Napi::Float32Array::New(env, end - m_delivered);
-            std::copy(m_samples.begin() + (std::ptrdiff_t) m_delivered, m_samples.begin() + (std::ptrdiff_t) end, chunk.Data());
-            m_delivered = end;
-        }
         try {
+            Napi::Float32Array chunk;
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                const size_t end = everything ? m_samples.size() : m_ready;
+                if (end <= m_delivered) {
+                    return;
+                }
+                chunk = Napi::Float32Array::New(env, end - m_delivered);
+                std::copy(m_samples.begin() + (std::ptrdiff_t) m_delivered, m_samples.begin() + (std::ptrdiff_t) end, chunk.Data());
+                m_delivered = end;
+            }
             fn.Call({ chunk });
         } catch (const Napi::Error &) {
-            // cleared here: it must not escape into libuv; the engine's wrapper catches its own callback's errors
+            // The engine's wrapper catches its own callback's errors, so this failed because JS can no longer run: the
+            // environment is being torn down (a worker_thread terminated). Node waits for work in flight before it
+            // runs cleanup hooks, so the synthesis is stopped here rather than left to run to its end. The error must
+            // not escape into libuv.
+            m_abort->store(true);
         }
     }
 
@@ -120,6 +126,7 @@ private:
     }
 
     std::function<void(voxd_pcm_sink &)> m_synthesize;
+    voxd_abort_ptr m_abort;
 
     std::mutex m_mutex; // guards m_samples, m_ready and m_delivered
     std::vector<float> m_samples;

@@ -219,12 +219,14 @@ Napi::Value voxd_tts_ggml_model_js::synthesize(const Napi::CallbackInfo & info) 
         throw voxd_make_js_error(env, "invalid_argument", "onAudio must be a function");
     }
     voxd_abort_ptr abort = voxd_abort_flag::from_value(info[2]);
-    auto job             = std::make_shared<voxd_pcm_stream_job>([request = std::move(request), abort](voxd_pcm_sink & sink) mutable {
-        // the sequence goes back to the pool when the synthesis ends, not when the last queued audio delivery lets
-        // go of the job: the next request may need it at once
-        const std::shared_ptr<voxd_tts_ggml_request> held = std::move(request);
-        held->data->synthesize(*held, sink, abort);
-    });
+    auto job             = std::make_shared<voxd_pcm_stream_job>(
+        [request = std::move(request), abort](voxd_pcm_sink & sink) mutable {
+            // the sequence goes back to the pool when the synthesis ends, not when the last queued audio delivery lets
+            // go of the job: the next request may need it at once
+            const std::shared_ptr<voxd_tts_ggml_request> held = std::move(request);
+            held->data->synthesize(*held, sink, abort);
+        },
+        abort);
     return voxd_pcm_stream_job::start(env, job, info[1], "voxd.tts_ggml.synthesize", "voxd.tts_ggml.audio");
 }
 
