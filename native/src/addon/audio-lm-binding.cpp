@@ -2,6 +2,7 @@
 // batcher, stream their text through the caller's callback and settle their promises from the batcher's thread.
 #include "batched-job.h"
 #include "bindings.h"
+#include "model-object.h"
 
 #include "stt/audio-lm.h"
 
@@ -64,8 +65,10 @@ std::string string_option(Napi::Env env, const Napi::Object & o, const char * ke
 // `model.transcribe(samples16k, { system?, user?, assistant?, maxTokens?, temperature?, seed? }, onText?, abort?)
 //   -> Promise<{ tokens, logprobs, text, promptTokens, truncated }>`, onText(piece) called with each piece of the answer first;
 // `model.release()` drops this object's hold on the weights (transcriptions in flight finish first).
-class voxd_audio_lm_model_js : public Napi::ObjectWrap<voxd_audio_lm_model_js> {
+class voxd_audio_lm_model_js : public voxd_model_object<voxd_audio_lm_model_js, voxd_audio_lm_model> {
 public:
+    static constexpr const char * k_model_name = "the audio language model";
+
     static Napi::Function define(Napi::Env env) {
         return DefineClass(env, "AudioLmModel",
                            {
@@ -73,27 +76,18 @@ public:
                                InstanceMethod<&voxd_audio_lm_model_js::info>("info"),
                                InstanceMethod<&voxd_audio_lm_model_js::timings>("timings"),
                                InstanceMethod<&voxd_audio_lm_model_js::transcribe>("transcribe"),
-                               InstanceMethod<&voxd_audio_lm_model_js::release>("release"),
+                               InstanceMethod("release", &voxd_audio_lm_model_js::release),
                                StaticValue("sampleRate", Napi::Number::New(env, 16000)),
                            });
     }
 
-    explicit voxd_audio_lm_model_js(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_audio_lm_model_js>(info) {}
+    explicit voxd_audio_lm_model_js(const Napi::CallbackInfo & info) : voxd_model_object(info) {}
 
 private:
     static Napi::Value load(const Napi::CallbackInfo & info);
     Napi::Value info(const Napi::CallbackInfo & info);
     Napi::Value timings(const Napi::CallbackInfo & info);
     Napi::Value transcribe(const Napi::CallbackInfo & info);
-
-    Napi::Value release(const Napi::CallbackInfo & info) {
-        m_hold.release();
-        return info.Env().Undefined();
-    }
-
-    std::shared_ptr<voxd_audio_lm_model> loaded(Napi::Env env) const { return m_hold.get(env, "the audio language model"); }
-
-    voxd_model_hold<voxd_audio_lm_model> m_hold;
 };
 
 Napi::Value voxd_audio_lm_model_js::load(const Napi::CallbackInfo & info) {
@@ -120,10 +114,8 @@ Napi::Value voxd_audio_lm_model_js::load(const Napi::CallbackInfo & info) {
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.audio_lm.load", [options]() { return voxd_audio_lm_model::load(options); },
         [](Napi::Env env, loaded_t & model) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "AudioLmModel").New({});
             voxd_track_executor(env, model->batcher().executor());
-            Unwrap(obj)->m_hold.set(env, model, model->batcher().weight_bytes());
-            return obj;
+            return wrap(env, "AudioLmModel", model, model->batcher().weight_bytes());
         });
 }
 

@@ -77,30 +77,3 @@ private:
     voxd_abort_ptr m_abort;
     std::atomic<bool> m_settled{ false };
 };
-
-// What a JS model object holds: the native model, and its weights reported to V8 (voxd_external_memory) while held.
-template <typename Model> class voxd_model_hold {
-public:
-    void set(Napi::Env env, std::shared_ptr<Model> model, int64_t bytes) {
-        m_model = std::move(model);
-        m_memory.set(env, bytes);
-    }
-
-    // Drops the hold: transcriptions in flight hold their own reference, and the last one frees the weights.
-    void release() {
-        m_model = nullptr;
-        m_memory.reset();
-    }
-
-    // The model; throws a JS "closed" error saying `what` was released.
-    std::shared_ptr<Model> get(Napi::Env env, const char * what) const {
-        if (!m_model) {
-            throw voxd_make_js_error(env, "closed", std::string(what) + " was released");
-        }
-        return m_model;
-    }
-
-private:
-    std::shared_ptr<Model> m_model;
-    voxd_external_memory m_memory;
-};

@@ -4,6 +4,7 @@
 #include "async.h"
 #include "batched-job.h"
 #include "bindings.h"
+#include "model-object.h"
 
 #include "common/torch-checkpoint.h"
 #include "tts/kokoro/kokoro-model.h"
@@ -17,8 +18,10 @@ namespace {
 // `model.synthesize(inputs: { ids: Int32Array, style: Float32Array, speed, seed, noise, given? }[], { stages? }, abort?)
 //   -> Promise<{ audio: Float32Array, durations: Int32Array, stages?: Record<string, Float32Array> }[]>`;
 // `model.timings()` (where synthesis time went, summed); `model.release()` drops this object's hold on the weights (a synthesis in flight finishes first).
-class voxd_kokoro_model_js : public Napi::ObjectWrap<voxd_kokoro_model_js> {
+class voxd_kokoro_model_js : public voxd_model_object<voxd_kokoro_model_js, voxd_kokoro_model> {
 public:
+    static constexpr const char * k_model_name = "the Kokoro model";
+
     static Napi::Function define(Napi::Env env) {
         return DefineClass(env, "KokoroModel",
                            {
@@ -26,11 +29,11 @@ public:
                                InstanceMethod<&voxd_kokoro_model_js::info>("info"),
                                InstanceMethod<&voxd_kokoro_model_js::synthesize>("synthesize"),
                                InstanceMethod<&voxd_kokoro_model_js::timings>("timings"),
-                               InstanceMethod<&voxd_kokoro_model_js::release>("release"),
+                               InstanceMethod("release", &voxd_kokoro_model_js::release),
                            });
     }
 
-    explicit voxd_kokoro_model_js(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_kokoro_model_js>(info) {}
+    explicit voxd_kokoro_model_js(const Napi::CallbackInfo & info) : voxd_model_object(info) {}
 
 private:
     static Napi::Value load(const Napi::CallbackInfo & info);
@@ -38,7 +41,7 @@ private:
 
     Napi::Value info(const Napi::CallbackInfo & info) {
         Napi::Env env  = info.Env();
-        auto model     = m_hold.get(env, "the Kokoro model");
+        auto model     = loaded(env);
         Napi::Object o = Napi::Object::New(env);
         o.Set("sampleRate", VOXD_KOKORO_SAMPLE_RATE);
         o.Set("vocabSize", voxd_kokoro_vocab_size(*model));
@@ -48,7 +51,7 @@ private:
 
     Napi::Value timings(const Napi::CallbackInfo & info) {
         Napi::Env env                 = info.Env();
-        const voxd_kokoro_timings & t = voxd_kokoro_get_timings(*m_hold.get(env, "the Kokoro model"));
+        const voxd_kokoro_timings & t = voxd_kokoro_get_timings(*loaded(env));
         Napi::Object o                = Napi::Object::New(env);
         o.Set("calls", (double) t.calls);
         o.Set("rows", (double) t.rows);
@@ -60,13 +63,6 @@ private:
         o.Set("istftMs", (double) t.istft_us / 1000.0);
         return o;
     }
-
-    Napi::Value release(const Napi::CallbackInfo & info) {
-        m_hold.release();
-        return info.Env().Undefined();
-    }
-
-    voxd_model_hold<voxd_kokoro_model> m_hold;
 };
 
 Napi::Value voxd_kokoro_model_js::load(const Napi::CallbackInfo & info) {
@@ -84,17 +80,13 @@ Napi::Value voxd_kokoro_model_js::load(const Napi::CallbackInfo & info) {
     using loaded_t      = std::shared_ptr<voxd_kokoro_model>;
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.kokoro.load", [options]() { return voxd_kokoro_load(options); },
-        [](Napi::Env env, loaded_t & model) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "KokoroModel").New({});
-            Unwrap(obj)->m_hold.set(env, model, voxd_kokoro_weight_bytes(*model));
-            return obj;
-        });
+        [](Napi::Env env, loaded_t & model) -> Napi::Value { return wrap(env, "KokoroModel", model, voxd_kokoro_weight_bytes(*model)); });
 }
 
 Napi::Value voxd_kokoro_model_js::synthesize(const Napi::CallbackInfo & info) {
     Napi::Env env      = info.Env();
     const char * usage = "KokoroModel.synthesize(inputs, options, abort?)";
-    auto model         = m_hold.get(env, "the Kokoro model");
+    auto model         = loaded(env);
     if (!info[0].IsArray()) {
         throw voxd_make_js_error(env, "invalid_argument", std::string(usage) + ": inputs must be an array");
     }

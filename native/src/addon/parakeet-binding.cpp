@@ -2,6 +2,7 @@
 // batcher and settle their promises from its thread.
 #include "batched-job.h"
 #include "bindings.h"
+#include "model-object.h"
 
 #include "stt/parakeet-model.h"
 
@@ -46,8 +47,10 @@ private:
 // `model.info()`; `model.timings()` (the batcher's sums);
 // `model.transcribe(samples16k, { maxTokens? }, abort?) -> Promise<ParakeetToken[]>` (times in seconds);
 // `model.release()` drops this object's hold on the weights (transcriptions in flight finish first).
-class voxd_parakeet_model_js : public Napi::ObjectWrap<voxd_parakeet_model_js> {
+class voxd_parakeet_model_js : public voxd_model_object<voxd_parakeet_model_js, voxd_parakeet_model> {
 public:
+    static constexpr const char * k_model_name = "the Parakeet model";
+
     static Napi::Function define(Napi::Env env) {
         return DefineClass(env, "ParakeetModel",
                            {
@@ -55,27 +58,18 @@ public:
                                InstanceMethod<&voxd_parakeet_model_js::info>("info"),
                                InstanceMethod<&voxd_parakeet_model_js::timings>("timings"),
                                InstanceMethod<&voxd_parakeet_model_js::transcribe>("transcribe"),
-                               InstanceMethod<&voxd_parakeet_model_js::release>("release"),
+                               InstanceMethod("release", &voxd_parakeet_model_js::release),
                                StaticValue("sampleRate", Napi::Number::New(env, 16000)),
                            });
     }
 
-    explicit voxd_parakeet_model_js(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_parakeet_model_js>(info) {}
+    explicit voxd_parakeet_model_js(const Napi::CallbackInfo & info) : voxd_model_object(info) {}
 
 private:
     static Napi::Value load(const Napi::CallbackInfo & info);
     Napi::Value info(const Napi::CallbackInfo & info);
     Napi::Value timings(const Napi::CallbackInfo & info);
     Napi::Value transcribe(const Napi::CallbackInfo & info);
-
-    Napi::Value release(const Napi::CallbackInfo & info) {
-        m_hold.release();
-        return info.Env().Undefined();
-    }
-
-    std::shared_ptr<voxd_parakeet_model> loaded(Napi::Env env) const { return m_hold.get(env, "the Parakeet model"); }
-
-    voxd_model_hold<voxd_parakeet_model> m_hold;
 };
 
 Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
@@ -101,10 +95,8 @@ Napi::Value voxd_parakeet_model_js::load(const Napi::CallbackInfo & info) {
     return voxd_async_worker<loaded_t>::run(
         env, "voxd.parakeet.load", [path, options]() { return voxd_parakeet_model::load(path, options); },
         [](Napi::Env env, loaded_t & model) -> Napi::Value {
-            Napi::Object obj = voxd_class(env, "ParakeetModel").New({});
             voxd_track_executor(env, model->batcher().executor());
-            Unwrap(obj)->m_hold.set(env, model, model->weight_bytes());
-            return obj;
+            return wrap(env, "ParakeetModel", model, model->weight_bytes());
         });
 }
 

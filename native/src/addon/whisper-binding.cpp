@@ -2,6 +2,7 @@
 // run on the model's batcher or on a worker, and stream their segments to JS.
 #include "async.h"
 #include "bindings.h"
+#include "model-object.h"
 
 #include "stt/whisper-model.h"
 #include "stt/whisper-transcription.h"
@@ -223,8 +224,10 @@ voxd_whisper_params voxd_whisper_parse_params(Napi::Env env, const Napi::Value &
 // Promise<WhisperModel>`; `model.info()`; `model.timings()` (the batcher's sums);
 // `model.transcribe(samples16k, params?, onSegment?, abort?) -> Promise<{ language, segments }>`;
 // `model.release()` drops this object's hold on the weights (transcriptions in flight finish first).
-class voxd_whisper_model_js : public Napi::ObjectWrap<voxd_whisper_model_js> {
+class voxd_whisper_model_js : public voxd_model_object<voxd_whisper_model_js, voxd_whisper_model> {
 public:
+    static constexpr const char * k_model_name = "the whisper model";
+
     static Napi::Function define(Napi::Env env);
     explicit voxd_whisper_model_js(const Napi::CallbackInfo & info);
 
@@ -233,12 +236,6 @@ private:
     Napi::Value info(const Napi::CallbackInfo & info);
     Napi::Value transcribe(const Napi::CallbackInfo & info);
     Napi::Value timings(const Napi::CallbackInfo & info);
-    Napi::Value release(const Napi::CallbackInfo & info);
-
-    std::shared_ptr<voxd_whisper_model> loaded(Napi::Env env) const; // throws "closed" after release()
-
-    std::shared_ptr<voxd_whisper_model> m_model;
-    voxd_external_memory m_memory; // the weights, reported to V8 while this object holds them
 };
 
 Napi::Function voxd_whisper_model_js::define(Napi::Env env) {
@@ -248,19 +245,12 @@ Napi::Function voxd_whisper_model_js::define(Napi::Env env) {
                            InstanceMethod<&voxd_whisper_model_js::info>("info"),
                            InstanceMethod<&voxd_whisper_model_js::transcribe>("transcribe"),
                            InstanceMethod<&voxd_whisper_model_js::timings>("timings"),
-                           InstanceMethod<&voxd_whisper_model_js::release>("release"),
+                           InstanceMethod("release", &voxd_whisper_model_js::release),
                            StaticValue("sampleRate", Napi::Number::New(env, WHISPER_SAMPLE_RATE)),
                        });
 }
 
-voxd_whisper_model_js::voxd_whisper_model_js(const Napi::CallbackInfo & info) : Napi::ObjectWrap<voxd_whisper_model_js>(info) {}
-
-std::shared_ptr<voxd_whisper_model> voxd_whisper_model_js::loaded(Napi::Env env) const {
-    if (!m_model) {
-        throw voxd_make_js_error(env, "closed", "the whisper model was released");
-    }
-    return m_model;
-}
+voxd_whisper_model_js::voxd_whisper_model_js(const Napi::CallbackInfo & info) : voxd_model_object(info) {}
 
 Napi::Value voxd_whisper_model_js::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
@@ -295,10 +285,7 @@ Napi::Value voxd_whisper_model_js::load(const Napi::CallbackInfo & info) {
         env, "voxd.whisper.load", [path, options]() { return voxd_whisper_model::load(path, options); },
         [](Napi::Env env, loaded_t & model) -> Napi::Value {
             voxd_track_executor(env, model->batcher().executor());
-            Napi::Object obj     = voxd_class(env, "WhisperModel").New({});
-            Unwrap(obj)->m_model = model;
-            Unwrap(obj)->m_memory.set(env, model->weight_bytes());
-            return obj;
+            return wrap(env, "WhisperModel", model, model->weight_bytes());
         });
 }
 
@@ -389,12 +376,6 @@ Napi::Value voxd_whisper_model_js::transcribe(const Napi::CallbackInfo & info) {
             }
             return job->result_to_js(env, language);
         });
-}
-
-Napi::Value voxd_whisper_model_js::release(const Napi::CallbackInfo & info) {
-    m_model.reset(); // workers in flight hold their own reference; the last one frees the weights
-    m_memory.reset();
-    return info.Env().Undefined();
 }
 
 } // namespace
