@@ -19,6 +19,8 @@ import { completion, exerciseServer, freePort, untilReady } from './server-check
 
 /** Container platforms by Node's name of the architecture. */
 const PLATFORMS = { x64: 'amd64', arm64: 'arm64' };
+/** @param {string} arch one of PLATFORMS' keys (ensureHostTools checks) */
+const platformOf = (arch) => PLATFORMS[/** @type {keyof typeof PLATFORMS} */ (arch)];
 const HOST_PACKAGES = ['podman', 'runc', 'debootstrap'];
 const STAND_IN = 'localhost/voxd-node:22-bookworm-slim';
 const NODE_MAJOR = 22;
@@ -72,7 +74,7 @@ function ensureHostTools() {
  * @param {string} arch
  */
 function standInBase(arch) {
-  const platform = PLATFORMS[/** @type {keyof typeof PLATFORMS} */ (arch)];
+  const platform = platformOf(arch);
   const image = `${STAND_IN}-${platform}`;
   if (spawnSync('podman', ['image', 'exists', image]).status === 0) return image;
   const rootfs = path.join(cacheDir, 'container', `rootfs-${platform}`);
@@ -119,11 +121,11 @@ function baseImage() {
  * @param {string} base
  */
 function build(arch, base) {
-  const platform = PLATFORMS[/** @type {keyof typeof PLATFORMS} */ (arch)];
+  const platform = platformOf(arch);
   const image = `localhost/voxd:${platform}`;
   // the host's network, so that apt and npm inside the build reach what this machine reaches; the docker format (OCI's
   // has no HEALTHCHECK, and podman would drop it); BUILDPLATFORM named, as podman 4.3 (Debian 12's) sets none
-  const buildPlatform = `linux/${PLATFORMS[/** @type {keyof typeof PLATFORMS} */ (process.arch)]}`;
+  const buildPlatform = `linux/${platformOf(process.arch)}`;
   const buildArgs = ['--build-arg', `NODE_IMAGE=${base}`, '--build-arg', `BUILDPLATFORM=${buildPlatform}`];
   // this machine's extra CA certificates (a proxy that inspects TLS), for the build's npm and Node
   const extraCa = process.env.NODE_EXTRA_CA_CERTS;
@@ -141,7 +143,7 @@ function build(arch, base) {
 async function check(image, arch) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const platform = PLATFORMS[/** @type {keyof typeof PLATFORMS} */ (arch)];
+  const platform = platformOf(arch);
   const name = `voxd-check-${platform}`;
   spawnSync('podman', ['rm', '-f', name], { stdio: 'ignore' });
   const child = spawn(
